@@ -1,0 +1,84 @@
+import { createRequire } from 'node:module';
+import { invalidValue, UserError } from './errors.js';
+import { tf } from './tf.js';
+
+/** Backends a user can ask for: `auto` prefers TensorFlow (C++) when installed. */
+export const BACKEND_CHOICES = ['auto', 'cpu', 'cpu-js', 'tensorflow'] as const;
+export type BackendChoice = (typeof BACKEND_CHOICES)[number];
+
+const require = createRequire(import.meta.url);
+const TENSORFLOW_PACKAGES = ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node'];
+
+/** Hooks that replace hot cpu kernels with native ones; installed by the native kernel module. */
+const cpuKernelInstallers: Array<() => boolean> = [];
+
+/**
+ * Registers a function that overrides cpu-backend kernels with native implementations and
+ * returns whether it did (false when its addon is not built). Called by `cpu` at init.
+ */
+export function registerCpuKernelInstaller(install: () => boolean): void {
+  cpuKernelInstallers.push(install);
+}
+
+function loadTensorflowPackage(): string | undefined {
+  for (const name of TENSORFLOW_PACKAGES) {
+    try {
+      require(name);
+      return name;
+    } catch {
+      // not installed: try the next one
+    }
+  }
+  return undefined;
+}
+
+export interface EngineInfo {
+  /** The tfjs backend in use: `cpu` or `tensorflow`. */
+  backend: string;
+  /** What was asked for. */
+  requested: BackendChoice;
+  /** The optional package that provides the `tensorflow` backend, if loaded. */
+  tensorflowPackage?: string;
+  /** Whether native (oneDNN) kernels replace the hot pure-JS cpu kernels. */
+  nativeKernels: boolean;
+}
+
+let current: EngineInfo | undefined;
+
+/**
+ * Selects the tensor backend. `tensorflow` loads `@tensorflow/tfjs-node-gpu`, then
+ * `@tensorflow/tfjs-node`, and fails with a clear message when neither is installed;
+ * `auto` uses them when present, else `cpu`; `cpu` is tfjs's cpu backend with native
+ * kernels where built; `cpu-js` is the pure-JS cpu backend (the reference).
+ */
+export async function initEngine(requested: BackendChoice = 'auto'): Promise<EngineInfo> {
+  if (!BACKEND_CHOICES.includes(requested)) {
+    throw invalidValue('backend', requested, BACKEND_CHOICES.join(' | '));
+  }
+  let tensorflowPackage: string | undefined;
+  if (requested === 'tensorflow' || requested === 'auto') {
+    tensorflowPackage = loadTensorflowPackage();
+    if (!tensorflowPackage && requested === 'tensorflow') {
+      throw new UserError(
+        'backend: "tensorflow" needs @tensorflow/tfjs-node-gpu or @tensorflow/tfjs-node, and neither is installed; ' +
+          'install one (npm install @tensorflow/tfjs-node) or use --backend cpu',
+      );
+    }
+  }
+  const backend = tensorflowPackage ? 'tensorflow' : 'cpu';
+  await tf.setBackend(backend);
+  await tf.ready();
+  // tfjs-backend-cpu greets Node users once with an advert for tfjs-node; keep logs clean.
+  (tf.backend() as unknown as { firstUse?: boolean }).firstUse = false;
+  let nativeKernels = false;
+  if (backend === 'cpu' && requested !== 'cpu-js') {
+    for (const install of cpuKernelInstallers) nativeKernels = install() || nativeKernels;
+  }
+  current = { backend, requested, tensorflowPackage, nativeKernels };
+  return current;
+}
+
+/** The engine selected by the last {@link initEngine}, or undefined before it. */
+export function engineInfo(): EngineInfo | undefined {
+  return current;
+}

@@ -1,0 +1,40 @@
+/**
+ * The collective operations ssl-zoo needs from a group of processes. Calls are blocking
+ * (tfjs gradient functions are synchronous) and operate on Float32Array in place or
+ * return new arrays. Every rank must issue the same collectives in the same order.
+ *
+ * Only `src/distributed` knows how a group is made; the rest of the code takes an
+ * optional `ProcessGroup` and treats `undefined` (or world size 1) as one process.
+ */
+export interface ProcessGroup {
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Element-wise reduction over ranks, in place; every rank gets the result. */
+  allReduce(data: Float32Array, op?: 'sum' | 'avg' | 'max'): void;
+  /** Concatenation of every rank's equal-length `data`, ordered by rank. */
+  allGather(data: Float32Array): Float32Array;
+  /** Sum over ranks of `data` (length W·n), then this rank's slice `[rank·n, (rank+1)·n)`. */
+  reduceScatter(data: Float32Array): Float32Array;
+  /** Copies `root`'s `data` into every rank's `data`, in place. */
+  broadcast(data: Float32Array, root?: number): void;
+  /** Returns when every rank has called it. */
+  barrier(): void;
+  /** Releases the connections. */
+  close(): void;
+}
+
+/** A group of one process: every collective is the identity. */
+export class SingleProcessGroup implements ProcessGroup {
+  readonly rank = 0;
+  readonly worldSize = 1;
+  allReduce(): void {}
+  allGather(data: Float32Array): Float32Array {
+    return data.slice();
+  }
+  reduceScatter(data: Float32Array): Float32Array {
+    return data.slice();
+  }
+  broadcast(): void {}
+  barrier(): void {}
+  close(): void {}
+}
