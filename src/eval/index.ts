@@ -1,0 +1,2 @@
+export * from './knn.js';
+export * from './features.js';

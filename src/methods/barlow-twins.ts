@@ -1,0 +1,45 @@
+import type { Rng } from '../core/random.js';
+import type { Tensor, Tensor2D } from '../core/tf.js';
+import { BatchNorm, Linear, ReLU, Sequential } from '../core/layers.js';
+import { barlowTwinsLoss } from '../losses/index.js';
+import { BaseMethod, type MethodArgs, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+
+/**
+ * Barlow Twins (Zbontar et al. 2021): a three-layer projector with batch norm and the
+ * cross-correlation loss (on-diagonal to 1, off-diagonal to 0, weighted by `lambd`,
+ * all scaled by `scaleLoss`). Defaults are solo-learn's CIFAR recipe.
+ */
+export class BarlowTwins extends BaseMethod {
+  static override readonly defaultArgs: MethodArgs = { projHiddenDim: 2048, projOutputDim: 2048, lambd: 0.0051, scaleLoss: 0.1 };
+  static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 };
+  static override readonly viewRecipe = 'barlow' as const;
+
+  /** `[B, F] -> [B, projOutputDim]`. */
+  readonly projector: Sequential;
+
+  constructor(ctx: MethodContext) {
+    super(ctx);
+    const { projHiddenDim, projOutputDim } = this.args;
+    this.projector = this.addModule('projector', barlowProjector(this.backbone.featureDim, projHiddenDim, projOutputDim, ctx.rng));
+  }
+
+  protected override sslLoss(features: Tensor[]): SslLossOutput {
+    const [z1, z2] = features.map((f) => this.projector.forward(f) as Tensor2D);
+    return {
+      loss: barlowTwinsLoss(z1, z2, { lambd: this.args.lambd, scale: this.args.scaleLoss }, this.group),
+      embeddings: z1,
+    };
+  }
+}
+
+function barlowProjector(inDim: number, hidden: number, out: number, rng: Rng): Sequential {
+  return new Sequential(
+    new Linear(inDim, hidden, { rng }),
+    new BatchNorm(hidden),
+    new ReLU(),
+    new Linear(hidden, hidden, { rng }),
+    new BatchNorm(hidden),
+    new ReLU(),
+    new Linear(hidden, out, { rng }),
+  );
+}

@@ -1,0 +1,179 @@
+import { Module } from '../core/module.js';
+import { detach } from '../core/ops.js';
+import type { Rng } from '../core/random.js';
+import { tf, type Scalar, type Tensor } from '../core/tf.js';
+import { Linear } from '../core/layers.js';
+import type { Backbone } from '../backbones/index.js';
+import type { ProcessGroup } from '../distributed/process-group.js';
+
+/** Numeric hyperparameters of a method (`temperature`, `projHiddenDim`, ...). */
+export type MethodArgs = Record<string, number>;
+
+/** What a method is built from. */
+export interface MethodContext {
+  /** Makes a fresh backbone of the configured kind (also used for EMA target networks). */
+  createBackbone: (rng: Rng) => Backbone;
+  /** Number of classes of the labelled data, for the online linear probe. */
+  numClasses: number;
+  /** The generator for every initialisation of this method. */
+  rng: Rng;
+  /** The method's hyperparameters, already merged with its defaults. */
+  args: MethodArgs;
+}
+
+/** What a self-supervised objective returns for one batch. */
+export interface SslLossOutput {
+  /** The method's loss (scalar). */
+  loss: Scalar;
+  /** Named parts of the loss, logged as `train/<name>`. */
+  terms?: Record<string, Scalar>;
+  /** The embeddings the loss compares, `[B, D]` (first view), to log their spread. */
+  embeddings?: Tensor;
+}
+
+/** A training step's total loss and its metrics (kept tensors; the caller disposes them). */
+export interface StepOutput {
+  loss: Scalar;
+  metrics: Record<string, Scalar>;
+}
+
+/** Progress of training, given to the per-batch hooks. */
+export interface StepInfo {
+  /** Optimizer steps done so far (after this batch's step). */
+  step: number;
+  /** Optimizer steps of the whole run. */
+  totalSteps: number;
+}
+
+/** Optimizer defaults a method recommends (solo-learn's recipes, per 256 samples). */
+export interface OptimDefaults {
+  optimizer: 'sgd' | 'lars' | 'adamw';
+  lr: number;
+  classifierLr: number;
+  weightDecay: number;
+}
+
+/**
+ * The base of every self-supervised method, as in solo-learn: a backbone, the method's
+ * heads (defined by subclasses), and an online linear classifier trained on *detached*
+ * backbone features, so that linear accuracy can be watched during pre-training without
+ * the labels leaking into the representation. Its cross-entropy is added to the method's
+ * loss; its parameters form their own optimizer group (own lr, no weight decay).
+ *
+ * Subclasses implement {@link sslLoss}; momentum methods extend {@link MomentumMethod}.
+ * Methods never gather across processes: losses that need the global batch take
+ * {@link group} and gather inside.
+ */
+export abstract class BaseMethod extends Module {
+  /** Hyperparameters and their defaults; `--method-arg name=value` overrides them. */
+  static readonly defaultArgs: MethodArgs = {};
+  /** Optimizer recipe of the method. */
+  static readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 };
+  /** The augmentation recipe: `simclr` (two identical views), `byol` or `barlow` (asymmetric blur/solarisation). */
+  static readonly viewRecipe: 'simclr' | 'byol' | 'barlow' = 'simclr';
+
+  readonly backbone: Backbone;
+  readonly classifier: Linear;
+  readonly args: MethodArgs;
+  /** The process group the losses gather over; set by the training strategy. */
+  group: ProcessGroup | undefined;
+
+  constructor(ctx: MethodContext) {
+    super();
+    this.args = ctx.args;
+    this.backbone = this.addModule('backbone', ctx.createBackbone(ctx.rng));
+    this.classifier = this.addModule('classifier', new Linear(this.backbone.featureDim, ctx.numClasses, { rng: ctx.rng }));
+  }
+
+  /** Backbone features of images: `[B, H, W, C] -> [B, F]`. */
+  features(images: Tensor): Tensor {
+    return this.backbone.forward(images);
+  }
+
+  /**
+   * The method's objective from the backbone features of each view (`[B, F]` each) and
+   * the views themselves (`[B, H, W, C]` each; momentum methods feed them to the target).
+   */
+  protected abstract sslLoss(features: Tensor[], views: Tensor[]): SslLossOutput;
+
+  /**
+   * One training step's loss: the method's loss plus the online classifier's
+   * cross-entropy on detached features of every view. `labels` is `[B]` int32.
+   * Returned metrics are kept (`tf.keep`) so they outlive the gradient tape's scope.
+   */
+  trainingStep(views: Tensor[], labels: Tensor): StepOutput {
+    const features = views.map((v) => this.features(v));
+    const { loss: sslLoss, terms = {}, embeddings } = this.sslLoss(features, views);
+    const logits = this.classifier.forward(detach(tf.concat(features, 0)));
+    const repeated = tf.tile(labels, [views.length]);
+    const classLoss = crossEntropy(logits, repeated);
+    const { top1, top5 } = accuracy(logits, repeated);
+    const total = tf.add(sslLoss, classLoss) as Scalar;
+    const metrics: Record<string, Scalar> = {
+      loss: sslLoss,
+      class_loss: classLoss,
+      acc1: top1,
+      acc5: top5,
+      ...terms,
+    };
+    if (embeddings) metrics.embedding_std = embeddingStd(embeddings);
+    for (const m of Object.values(metrics)) tf.keep(m);
+    return { loss: total, metrics };
+  }
+
+  /** Classifier logits for images (evaluation): `[B, H, W, C] -> [B, classes]`. */
+  classify(images: Tensor): Tensor {
+    return this.classifier.forward(this.features(images));
+  }
+
+  /**
+   * Parameters split into optimizer groups: everything trainable but the classifier
+   * (the method's lr and weight decay), then the classifier (its own lr, no weight decay).
+   */
+  parameterGroups(): { name: string; params: Array<[string, tf.Variable]>; classifier: boolean }[] {
+    const trainable = this.namedParameters().filter(([, v]) => v.trainable);
+    return [
+      { name: 'method', params: trainable.filter(([n]) => !n.startsWith('classifier.')), classifier: false },
+      { name: 'classifier', params: trainable.filter(([n]) => n.startsWith('classifier.')), classifier: true },
+    ];
+  }
+
+  /** Called after every optimizer step (momentum methods update their target here). */
+  onTrainBatchEnd(_info: StepInfo): void {}
+
+  /** Values to log after each step besides the loss terms (e.g. the EMA tau). */
+  stepLogs(): Record<string, number> {
+    return {};
+  }
+}
+
+/** Mean softmax cross-entropy of `logits [N, K]` against int `labels [N]`. */
+export function crossEntropy(logits: Tensor, labels: Tensor): Scalar {
+  const numClasses = logits.shape[logits.shape.length - 1];
+  const oneHot = tf.oneHot(tf.cast(labels, 'int32'), numClasses);
+  return tf.losses.softmaxCrossEntropy(oneHot, logits) as Scalar;
+}
+
+/** Top-1 and top-5 accuracy of `logits [N, K]` against `labels [N]`, in [0, 1]. */
+export function accuracy(logits: Tensor, labels: Tensor): { top1: Scalar; top5: Scalar } {
+  return tf.tidy(() => {
+    const k = Math.min(5, logits.shape[logits.shape.length - 1]);
+    const { indices } = tf.topk(logits, k);
+    const hits = tf.cast(tf.equal(indices, tf.expandDims(tf.cast(labels, 'int32'), 1)), 'float32');
+    const top1 = tf.mean(tf.slice(hits, [0, 0], [-1, 1])) as Scalar;
+    const top5 = tf.mean(tf.sum(hits, 1)) as Scalar;
+    return { top1, top5 };
+  });
+}
+
+/**
+ * Mean over dimensions of the batch standard deviation of L2-normalised embeddings
+ * `[B, D]`: about 1/sqrt(D) for a healthy representation, 0 when it collapses.
+ */
+export function embeddingStd(z: Tensor): Scalar {
+  return tf.tidy(() => {
+    const normalized = tf.div(z, tf.add(tf.norm(z, 2, 1, true), 1e-12));
+    const { variance } = tf.moments(normalized, 0);
+    return tf.mean(tf.sqrt(variance)) as Scalar;
+  });
+}

@@ -1,0 +1,57 @@
+import type { Module } from '../core/module.js';
+import { detach } from '../core/ops.js';
+import type { Rng } from '../core/random.js';
+import type { Tensor, Tensor2D } from '../core/tf.js';
+import { BatchNorm, Linear, ReLU, Sequential } from '../core/layers.js';
+import { byolLoss } from '../losses/index.js';
+import type { MethodArgs, MethodContext, OptimDefaults, SslLossOutput } from './base.js';
+import { MomentumMethod } from './momentum.js';
+
+/**
+ * BYOL (Grill et al. 2020): online backbone + projector + predictor regress the EMA
+ * target's projections of the other view (2 - 2 cos, symmetrised). Defaults are
+ * solo-learn's CIFAR recipe.
+ */
+export class BYOL extends MomentumMethod {
+  static override readonly defaultArgs: MethodArgs = {
+    ...MomentumMethod.defaultArgs,
+    projHiddenDim: 4096,
+    projOutputDim: 256,
+    predHiddenDim: 4096,
+  };
+  static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 1.0, classifierLr: 0.1, weightDecay: 1e-5 };
+  static override readonly viewRecipe = 'byol' as const;
+
+  /** `[B, F] -> [B, projOutputDim]`. */
+  readonly projector: Sequential;
+  /** `[B, projOutputDim] -> [B, projOutputDim]`. */
+  readonly predictor: Sequential;
+  /** EMA copy of {@link projector}. */
+  readonly momentumProjector: Sequential;
+
+  constructor(ctx: MethodContext) {
+    super(ctx);
+    const { projHiddenDim, projOutputDim, predHiddenDim } = this.args;
+    const featureDim = this.backbone.featureDim;
+    this.projector = this.addModule('projector', mlpHead(featureDim, projHiddenDim, projOutputDim, ctx.rng));
+    this.predictor = this.addModule('predictor', mlpHead(projOutputDim, predHiddenDim, projOutputDim, ctx.rng));
+    this.momentumProjector = this.addModule('momentumProjector', mlpHead(featureDim, projHiddenDim, projOutputDim, ctx.rng));
+    this.initializeTargets();
+  }
+
+  protected override momentumPairs(): Array<[Module, Module]> {
+    return [...super.momentumPairs(), [this.projector, this.momentumProjector]];
+  }
+
+  protected override sslLoss(features: Tensor[], views: Tensor[]): SslLossOutput {
+    const [z1, z2] = features.map((f) => this.projector.forward(f) as Tensor2D);
+    const [p1, p2] = [z1, z2].map((z) => this.predictor.forward(z) as Tensor2D);
+    const [t1, t2] = views.map((v) => detach(this.momentumProjector.forward(this.momentumBackbone.forward(v)) as Tensor2D));
+    return { loss: byolLoss(p1, p2, t1, t2, this.group), embeddings: z1 };
+  }
+}
+
+/** Linear -> BatchNorm -> ReLU -> Linear: BYOL's projector and predictor. */
+function mlpHead(inDim: number, hidden: number, out: number, rng: Rng): Sequential {
+  return new Sequential(new Linear(inDim, hidden, { rng }), new BatchNorm(hidden), new ReLU(), new Linear(hidden, out, { rng }));
+}

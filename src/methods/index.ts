@@ -1,0 +1,6 @@
+export * from './base.js';
+export * from './momentum.js';
+export * from './simclr.js';
+export * from './barlow-twins.js';
+export * from './byol.js';
+export * from './registry.js';

@@ -1,0 +1,118 @@
+import { tf, type Scalar } from '../core/tf.js';
+import type { EvalTransform } from '../data/augment.js';
+import type { ImageDataset } from '../data/dataset.js';
+import type { MultiViewBatch } from '../data/loader.js';
+import { extractFeatures } from '../eval/features.js';
+import { weightedKnn } from '../eval/knn.js';
+import { createOptimizer, excludeBiasAndNorm, scaleLearningRate, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
+import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
+import { accuracy, type BaseMethod } from './base.js';
+
+/** Optimisation settings of a run (lrs are per 256 samples, as in solo-learn). */
+export interface OptimSettings {
+  optimizer: 'sgd' | 'lars' | 'adamw';
+  lr: number;
+  classifierLr: number;
+  weightDecay: number;
+  momentum: number;
+  larsEta: number;
+  larsClipLr: boolean;
+  warmupEpochs: number;
+  warmupStartLr: number;
+  minLr: number;
+  /** Global batch over all ranks, for the lr scaling `lr * globalBatch / 256`. */
+  globalBatch: number;
+}
+
+/** What validation runs on. */
+export interface ValidationSettings {
+  /** Labelled training images whose features are the kNN memory. */
+  memory: ImageDataset;
+  /** Validation images. */
+  val: ImageDataset;
+  transform: EvalTransform;
+  batchSize: number;
+  knnK: number;
+  knnTemperature: number;
+}
+
+/**
+ * A self-supervised method as the trainer's {@link TrainingModule}: turns loader batches
+ * into tensors, builds the optimizer groups and warmup-cosine schedule of solo-learn
+ * (lr scaled by global batch / 256; the online classifier in its own group with no
+ * weight decay; LARS leaves biases and norm parameters unadapted), and validates with
+ * weighted kNN and the online linear classifier.
+ */
+export class SslTask implements TrainingModule<MultiViewBatch> {
+  constructor(
+    readonly method: BaseMethod,
+    private readonly optim: OptimSettings,
+    private readonly validation?: ValidationSettings,
+  ) {}
+
+  get model(): BaseMethod {
+    return this.method;
+  }
+
+  trainingStep(batch: MultiViewBatch): TrainingStepOutput {
+    const views = batch.views.map((v) => tf.tensor4d(v, batch.shape));
+    const labels = tf.tensor1d(batch.labels, 'int32');
+    return this.method.trainingStep(views, labels);
+  }
+
+  configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {
+    const o = this.optim;
+    const [methodGroup, classifierGroup] = this.method.parameterGroups();
+    let groups: ParamGroup[] = [
+      { name: 'method', params: toNamedParams(methodGroup.params), lr: scaleLearningRate(o.lr, o.globalBatch), weightDecay: o.weightDecay },
+      { name: 'classifier', params: toNamedParams(classifierGroup.params), lr: scaleLearningRate(o.classifierLr, o.globalBatch), weightDecay: 0 },
+    ];
+    if (o.optimizer === 'lars') groups = excludeBiasAndNorm(groups);
+    const optimizer = createOptimizer(o.optimizer, groups, { momentum: o.momentum, eta: o.larsEta, clipLr: o.larsClipLr });
+    const schedule = new WarmupCosineSchedule({
+      warmupSteps: Math.round(o.warmupEpochs * info.stepsPerEpoch),
+      totalSteps: info.totalSteps,
+      warmupStartLr: o.warmupStartLr,
+      minLr: o.minLr,
+    });
+    const scheduler: TrainerScheduler = {
+      apply: (step) => {
+        schedule.apply(optimizer, step);
+        return Object.fromEntries(optimizer.groups.map((g, i) => [g.name, optimizer.getLr(i)]));
+      },
+    };
+    return { optimizer, scheduler };
+  }
+
+  onTrainBatchEnd(progress: Progress): void {
+    this.method.onTrainBatchEnd({ step: progress.step, totalSteps: progress.totalSteps });
+  }
+
+  stepLogs(): Record<string, number> {
+    return this.method.stepLogs();
+  }
+
+  /** kNN top-1/top-5 (`knn_acc1`, `knn_acc5`) and online linear top-1/top-5 (`acc1`, `acc5`). */
+  async validate(): Promise<Record<string, number>> {
+    const v = this.validation;
+    if (!v) return {};
+    this.method.eval();
+    try {
+      const memory = extractFeatures(this.method, v.memory, v.transform, v.batchSize);
+      const val = extractFeatures(this.method, v.val, v.transform, v.batchSize);
+      const knn = weightedKnn(memory.features, memory.labels, val.features, val.labels, {
+        k: v.knnK,
+        temperature: v.knnTemperature,
+        numClasses: val.logits.shape[1] ?? 1,
+      });
+      const linear = tf.tidy(() => {
+        const { top1, top5 } = accuracy(val.logits, tf.tensor1d(val.labels, 'int32'));
+        return [(top1 as Scalar).dataSync()[0], (top5 as Scalar).dataSync()[0]];
+      });
+      tf.dispose([memory.features, memory.logits, val.features, val.logits]);
+      return { knn_acc1: knn.top1, knn_acc5: knn.top5, acc1: linear[0], acc5: linear[1] };
+    } finally {
+      this.method.train();
+    }
+  }
+}

@@ -1,0 +1,87 @@
+import cliProgress from 'cli-progress';
+import type { Progress } from './interfaces.js';
+
+/** Hooks into the fit loop (Lightning's callbacks). All are optional. */
+export interface Callback {
+  onFitStart?(progress: Progress): void;
+  onTrainBatchEnd?(progress: Progress, metrics: Record<string, number>): void;
+  onEpochEnd?(progress: Progress, metrics: Record<string, number>): void;
+  onFitEnd?(progress: Progress): void;
+}
+
+function formatMetrics(metrics: Record<string, number>, keys: string[]): string {
+  return keys
+    .filter((k) => metrics[k] !== undefined)
+    .map((k) => `${k.replace(/^(train|val)\//, '')}=${formatNumber(metrics[k])}`)
+    .join(' ');
+}
+
+function formatNumber(x: number): string {
+  if (x === 0) return '0';
+  const a = Math.abs(x);
+  return a >= 1000 || a < 1e-3 ? x.toExponential(2) : x.toPrecision(4);
+}
+
+const STEP_KEYS = ['train/loss', 'train/lr', 'train/images_per_sec'];
+
+/**
+ * Progress display on rank 0: a live bar (cli-progress) with loss, lr and throughput
+ * when stdout is a terminal; otherwise (CI logs, files) one plain line every
+ * `lineEvery` steps and at each epoch end, with no carriage returns.
+ */
+export class ProgressBar implements Callback {
+  private bar: cliProgress.SingleBar | undefined;
+  private totalEpochs = 0;
+
+  constructor(
+    private readonly maxEpochs: number,
+    private readonly lineEvery = 50,
+    private readonly stream: NodeJS.WriteStream = process.stdout,
+  ) {}
+
+  private get interactive(): boolean {
+    return Boolean(this.stream.isTTY);
+  }
+
+  onFitStart(progress: Progress): void {
+    this.totalEpochs = this.maxEpochs;
+    if (!this.interactive) return;
+    this.bar = new cliProgress.SingleBar(
+      {
+        format: 'epoch {epoch} |{bar}| {value}/{total} steps | {metrics} | {eta_formatted}',
+        stream: this.stream,
+        hideCursor: true,
+        clearOnComplete: false,
+      },
+      cliProgress.Presets.shades_classic,
+    );
+    this.bar.start(progress.totalSteps, progress.step, { epoch: this.epochLabel(progress), metrics: '' });
+  }
+
+  private epochLabel(progress: Progress): string {
+    return `${progress.epoch + 1}/${this.totalEpochs}`;
+  }
+
+  onTrainBatchEnd(progress: Progress, metrics: Record<string, number>): void {
+    if (this.bar) {
+      this.bar.update(progress.step, { epoch: this.epochLabel(progress), metrics: formatMetrics(metrics, STEP_KEYS) });
+    } else if (progress.step % this.lineEvery === 0 || progress.step === 1) {
+      this.stream.write(`epoch ${this.epochLabel(progress)} step ${progress.step}/${progress.totalSteps} ${formatMetrics(metrics, STEP_KEYS)}\n`);
+    }
+  }
+
+  onEpochEnd(progress: Progress, metrics: Record<string, number>): void {
+    const line = `epoch ${this.epochLabel(progress)} done: ${formatMetrics(metrics, Object.keys(metrics).sort())}`;
+    if (this.bar) {
+      this.bar.stop();
+      this.stream.write(`${line}\n`);
+      this.bar.start(progress.totalSteps, progress.step, { epoch: this.epochLabel({ ...progress, epoch: progress.epoch + 1 }), metrics: '' });
+    } else {
+      this.stream.write(`${line}\n`);
+    }
+  }
+
+  onFitEnd(): void {
+    this.bar?.stop();
+  }
+}

@@ -1,0 +1,6 @@
+export * from './interfaces.js';
+export * from './strategy.js';
+export * from './loggers.js';
+export * from './callbacks.js';
+export * from './checkpoint.js';
+export * from './trainer.js';

@@ -1,0 +1,67 @@
+import type { Module } from '../core/module.js';
+import type { Scalar, Tensor } from '../core/tf.js';
+
+/** A training step's loss (to differentiate) and its metrics (kept tensors, disposed by the trainer). */
+export interface TrainingStepOutput {
+  loss: Scalar;
+  metrics: Record<string, Scalar>;
+}
+
+/** Progress of a run. */
+export interface Progress {
+  /** Zero-based epoch. */
+  epoch: number;
+  /** Optimizer steps done. */
+  step: number;
+  /** Batches done in the current epoch. */
+  batchInEpoch: number;
+  /** Optimizer steps of the whole run (after `maxSteps`). */
+  totalSteps: number;
+}
+
+/** An optimizer as the trainer drives it. */
+export interface TrainerOptimizer {
+  /** Applies one update from gradients keyed by `variable.name` (tf.variableGrads' output). */
+  step(grads: Record<string, Tensor>): void;
+  stateDict(): { tensors: Record<string, Tensor>; meta: unknown };
+  loadStateDict(state: { tensors: Record<string, Tensor>; meta: unknown }): void;
+  dispose(): void;
+}
+
+/** A per-step learning-rate schedule: sets the lrs for step `step` and returns them by group name. */
+export interface TrainerScheduler {
+  apply(step: number): Record<string, number>;
+}
+
+/** A batch source for one epoch, resumable from a batch index. */
+export interface DataSource<B> {
+  /** Batches per epoch (on this rank). */
+  numBatches(): number;
+  /** Samples per batch on this rank. */
+  readonly batchSize: number;
+  batches(epoch: number, startBatch: number): AsyncIterable<B>;
+  close(): Promise<void>;
+}
+
+/**
+ * What the trainer trains (Lightning's LightningModule): a module, how one batch becomes a
+ * loss, its optimizer and schedule, and optional validation. The trainer owns the loop,
+ * gradients, the strategy (one or many processes), logging and checkpoints.
+ */
+export interface TrainingModule<B> {
+  /** The model: its trainable parameters get gradients; parameters and buffers are checkpointed. */
+  readonly model: Module;
+  /** Runs inside the gradient tape; must return the loss to differentiate. */
+  trainingStep(batch: B): TrainingStepOutput;
+  /** Called once the strategy has set up the model, before the first step. */
+  configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): {
+    optimizer: TrainerOptimizer;
+    scheduler: TrainerScheduler;
+  };
+  /** After each optimizer step. */
+  onTrainBatchEnd?(progress: Progress): void;
+  /** Extra per-step values to log (e.g. an EMA coefficient). */
+  stepLogs?(): Record<string, number>;
+  /** Validation at the end of an epoch; returns metrics to log (names without prefix). */
+  validate?(progress: Progress): Promise<Record<string, number>>;
+}

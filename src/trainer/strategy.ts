@@ -1,0 +1,45 @@
+import type { Module } from '../core/module.js';
+import type { Tensor } from '../core/tf.js';
+import { SingleProcessGroup, type ProcessGroup } from '../distributed/process-group.js';
+
+/** Injection token of the {@link Strategy}. */
+export const STRATEGY = Symbol.for('ssl-zoo.Strategy');
+
+/**
+ * How training is spread over processes (Lightning's strategy). The trainer calls these
+ * hooks; only implementations in `src/distributed` talk to other processes.
+ */
+export interface Strategy {
+  readonly name: string;
+  /** The group losses gather over and gradients are reduced over. */
+  readonly group: ProcessGroup;
+  /** Whether this is the process that prints, logs and writes checkpoints. */
+  readonly isGlobalZero: boolean;
+  /** Makes the model identical on every rank (broadcast from rank 0). */
+  setup(model: Module): void;
+  /**
+   * Turns each rank's gradients (keyed by variable name, for `variables`) into the
+   * gradients every rank applies; returns new tensors and disposes the inputs it replaces.
+   */
+  reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Record<string, Tensor>;
+  /** Averages scalar metrics over ranks (for logging). */
+  reduceMetrics(values: Record<string, number>): Record<string, number>;
+  barrier(): void;
+  teardown(): void;
+}
+
+/** One process: every hook is the identity. */
+export class SingleDeviceStrategy implements Strategy {
+  readonly name = 'single';
+  readonly group: ProcessGroup = new SingleProcessGroup();
+  readonly isGlobalZero = true;
+  setup(): void {}
+  reduceGradients(grads: Record<string, Tensor>): Record<string, Tensor> {
+    return grads;
+  }
+  reduceMetrics(values: Record<string, number>): Record<string, number> {
+    return values;
+  }
+  barrier(): void {}
+  teardown(): void {}
+}

@@ -1,0 +1,203 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { inject, injectable, injectAll } from 'tsyringe';
+import { tf, type Tensor, type Variable } from '../core/tf.js';
+import type { Callback } from './callbacks.js';
+import { loadCheckpoint, saveCheckpoint, withoutPrefix, withPrefix } from './checkpoint.js';
+import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
+import { LOGGER, type Logger } from './loggers.js';
+import { STRATEGY, type Strategy } from './strategy.js';
+
+/** Injection token of the {@link TrainerOptions}. */
+export const TRAINER_OPTIONS = Symbol.for('ssl-zoo.TrainerOptions');
+
+export interface TrainerOptions {
+  maxEpochs: number;
+  /** Stop after this many optimizer steps in total (smoke runs); the schedule still spans it. */
+  maxSteps?: number;
+  /** Log training metrics every this many steps. */
+  logEvery: number;
+  /** Validate every this many epochs (and always after the last). 0 disables validation. */
+  valEvery: number;
+  /** Save `checkpoints/epoch-<n>.ckpt` every this many epochs; `last.ckpt` is always written at the end. */
+  checkpointEvery: number;
+  runDir: string;
+  /** A checkpoint path, or `auto` for `<runDir>/checkpoints/last.ckpt` when it exists. */
+  resume?: string;
+  /** The resolved run configuration: logged once and stored in every checkpoint. */
+  config: Record<string, unknown>;
+  callbacks?: Callback[];
+}
+
+/** What {@link Trainer.fit} returns. */
+export interface FitResult {
+  progress: Progress;
+  /** The training metrics of every step, in order (this rank's values). */
+  losses: number[];
+  /** The last validation metrics. */
+  validation: Record<string, number>;
+  wallTimeSec: number;
+}
+
+/**
+ * A Lightning-style fit loop: epochs of batches, one gradient step each (loss and
+ * gradients from `tf.variableGrads`, reduced by the strategy, applied by the optimizer
+ * with the scheduler's lr), hooks, validation, logging and checkpoints. It knows nothing
+ * about what it trains; the {@link Strategy} and {@link Logger}s are injected.
+ */
+@injectable()
+export class Trainer {
+  constructor(
+    @inject(STRATEGY) readonly strategy: Strategy,
+    @injectAll(LOGGER) private readonly loggers: Logger[],
+    @inject(TRAINER_OPTIONS) private readonly options: TrainerOptions,
+  ) {}
+
+  private get checkpointDir(): string {
+    return join(this.options.runDir, 'checkpoints');
+  }
+
+  /** Trains `module` on `data` until `maxEpochs` (or `maxSteps`), resuming if asked. */
+  async fit<B>(module: TrainingModule<B>, data: DataSource<B>): Promise<FitResult> {
+    const started = Date.now();
+    const { maxEpochs, maxSteps } = this.options;
+    const stepsPerEpoch = data.numBatches();
+    const totalSteps = Math.min(maxEpochs * stepsPerEpoch, maxSteps ?? Infinity);
+    const progress: Progress = { epoch: 0, step: 0, batchInEpoch: 0, totalSteps };
+    const callbacks = this.strategy.isGlobalZero ? (this.options.callbacks ?? []) : [];
+    const loggers = this.strategy.isGlobalZero ? this.loggers : [];
+
+    this.strategy.setup(module.model);
+    const { optimizer, scheduler } = module.configureOptimizers({ totalSteps, stepsPerEpoch });
+    this.restore(module, optimizer, progress);
+    const variables = module.model.trainableParameters();
+    if (this.strategy.isGlobalZero) {
+      mkdirSync(this.checkpointDir, { recursive: true });
+      for (const l of loggers) l.logHyperparams(this.options.config);
+    }
+    const losses: number[] = [];
+    let validation: Record<string, number> = {};
+    let status: 'success' | 'failed' = 'failed';
+    try {
+      for (const c of callbacks) c.onFitStart?.(progress);
+      while (progress.epoch < maxEpochs && progress.step < totalSteps) {
+        let last = Date.now();
+        for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
+          const lrs = scheduler.apply(progress.step);
+          const metrics = this.trainStep(module, optimizer, batch, variables);
+          progress.step++;
+          progress.batchInEpoch++;
+          module.onTrainBatchEnd?.(progress);
+          const now = Date.now();
+          metrics.images_per_sec = (data.batchSize * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
+          last = now;
+          losses.push(metrics.loss);
+          const logged = this.prefixed('train', { ...this.strategy.reduceMetrics(metrics), ...module.stepLogs?.(), ...lrsToMetrics(lrs) });
+          logged.epoch = progress.epoch;
+          if (progress.step % this.options.logEvery === 0 || progress.step === totalSteps) {
+            for (const l of loggers) l.logMetrics(logged, progress.step);
+          }
+          for (const c of callbacks) c.onTrainBatchEnd?.(progress, logged);
+          if (progress.step >= totalSteps) break;
+        }
+        const epochDone = progress.batchInEpoch >= stepsPerEpoch;
+        const finished = progress.step >= totalSteps;
+        const isLastEpoch = progress.epoch + 1 >= maxEpochs;
+        const validateNow =
+          module.validate !== undefined &&
+          this.options.valEvery > 0 &&
+          (finished || isLastEpoch || (epochDone && (progress.epoch + 1) % this.options.valEvery === 0));
+        if (validateNow && module.validate) {
+          validation = this.prefixed('val', await module.validate(progress));
+          validation.epoch = progress.epoch;
+          for (const l of loggers) l.logMetrics(validation, progress.step);
+        }
+        if (epochDone) {
+          for (const c of callbacks) c.onEpochEnd?.(progress, validation);
+          progress.epoch++;
+          progress.batchInEpoch = 0;
+          if (this.options.checkpointEvery > 0 && progress.epoch % this.options.checkpointEvery === 0) {
+            this.saveCheckpoint(join(this.checkpointDir, `epoch-${progress.epoch}.ckpt`), module, optimizer, progress);
+          }
+        }
+        if (finished) break;
+      }
+      this.saveCheckpoint(join(this.checkpointDir, 'last.ckpt'), module, optimizer, progress);
+      status = 'success';
+    } finally {
+      for (const c of callbacks) c.onFitEnd?.(progress);
+      await data.close();
+      const wallTimeSec = (Date.now() - started) / 1000;
+      for (const l of loggers) await l.finalize(status, { ...validation, step: progress.step, wall_time_sec: wallTimeSec });
+    }
+    const wallTimeSec = (Date.now() - started) / 1000;
+    optimizer.dispose();
+    return { progress, losses, validation, wallTimeSec };
+  }
+
+  /** One optimizer step; returns this rank's metrics as numbers. */
+  private trainStep<B>(module: TrainingModule<B>, optimizer: TrainerOptimizer, batch: B, variables: Variable[]): Record<string, number> {
+    let metricTensors: Record<string, Tensor> = {};
+    const { value, grads } = tf.variableGrads(() => {
+      const out = module.trainingStep(batch);
+      metricTensors = out.metrics;
+      return out.loss;
+    }, variables);
+    const reduced = this.strategy.reduceGradients(grads, variables);
+    optimizer.step(reduced);
+    tf.dispose([value, ...Object.values(reduced), ...Object.values(grads)]);
+    const metrics: Record<string, number> = {};
+    for (const [name, t] of Object.entries(metricTensors)) {
+      metrics[name] = t.dataSync()[0];
+      t.dispose();
+    }
+    return metrics;
+  }
+
+  private prefixed(prefix: string, values: Record<string, number>): Record<string, number> {
+    return Object.fromEntries(Object.entries(values).map(([k, v]) => [k.startsWith(`${prefix}/`) ? k : `${prefix}/${k}`, v]));
+  }
+
+  /** Writes model, optimizer, progress and config (rank 0 only), atomically. */
+  saveCheckpoint<B>(path: string, module: TrainingModule<B>, optimizer: TrainerOptimizer, progress: Progress): void {
+    if (!this.strategy.isGlobalZero) return;
+    const optim = optimizer.stateDict();
+    saveCheckpoint(path, {
+      tensors: { ...withPrefix(module.model.stateDict(), 'model/'), ...withPrefix(optim.tensors, 'optimizer/') },
+      meta: {
+        format: 'ssl-zoo-checkpoint/1',
+        progress: { epoch: progress.epoch, step: progress.step, batchInEpoch: progress.batchInEpoch },
+        optimizer: optim.meta,
+        // Every random draw of training is keyed by (seed, epoch, sample index, view), so
+        // the seed and the progress above are the complete random state of the run.
+        rng: { seed: this.options.config.seed, keyed: '(seed, epoch, index, view)' },
+        config: this.options.config,
+      },
+    });
+  }
+
+  private restore<B>(module: TrainingModule<B>, optimizer: TrainerOptimizer, progress: Progress): void {
+    const { resume } = this.options;
+    if (!resume) return;
+    const path = resume === 'auto' ? join(this.checkpointDir, 'last.ckpt') : resume;
+    if (resume === 'auto' && !existsSync(path)) return;
+    const checkpoint = loadCheckpoint(path);
+    try {
+      module.model.loadStateDict(withoutPrefix(checkpoint.tensors, 'model/'));
+      optimizer.loadStateDict({ tensors: withoutPrefix(checkpoint.tensors, 'optimizer/'), meta: checkpoint.meta.optimizer });
+      const saved = checkpoint.meta.progress as { epoch: number; step: number; batchInEpoch: number };
+      progress.epoch = saved.epoch;
+      progress.step = saved.step;
+      progress.batchInEpoch = saved.batchInEpoch;
+    } finally {
+      tf.dispose(Object.values(checkpoint.tensors));
+    }
+  }
+}
+
+function lrsToMetrics(lrs: Record<string, number>): Record<string, number> {
+  const entries = Object.entries(lrs);
+  const out: Record<string, number> = Object.fromEntries(entries.map(([name, lr]) => [`lr/${name}`, lr]));
+  if (entries.length > 0) out.lr = entries[0][1];
+  return out;
+}
