@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { existsSync, readFileSync } from 'node:fs';
 import { plainToInstance } from 'class-transformer';
 import {
+  getMetadataStorage,
   IsBoolean,
   IsIn,
   IsInt,
@@ -143,35 +144,35 @@ export function parseMethodArg(text: string): [string, number] {
   return [toCamel(match[1]), value];
 }
 
+const TYPE_WORDS: Record<string, string> = {
+  isInt: 'an integer',
+  isNumber: 'a number',
+  isPositive: 'a number > 0',
+  isBoolean: 'true or false',
+  isString: 'a string',
+  isObject: 'a mapping',
+};
+
+/** Config fields declared `@IsInt()`, to word bound errors ("an integer >= 1"). */
+const INTEGER_FIELDS = new Set(
+  getMetadataStorage()
+    .getTargetValidationMetadatas(TrainConfig, '', true, false)
+    .filter((m) => m.name === 'isInt')
+    .map((m) => m.propertyName),
+);
+
+/** "--batch-size: "big" is not allowed; expected an integer >= 2". */
 function describe(error: ValidationError): string {
-  const field = error.property;
-  const constraints = Object.keys(error.constraints ?? {});
-  const expected = constraints
-    .map((c) => {
-      const limits = error.constraints?.[c] ?? '';
-      switch (c) {
-        case 'isInt':
-          return 'an integer';
-        case 'isNumber':
-          return 'a number';
-        case 'isPositive':
-          return 'a number > 0';
-        case 'isBoolean':
-          return 'true or false';
-        case 'isString':
-          return 'a string';
-        case 'isObject':
-          return 'a mapping';
-        case 'min':
-        case 'max':
-        case 'isIn':
-          return limits.replace(/^[a-zA-Z]+ must (be )?/, '').replace('one of the following values:', 'one of');
-        default:
-          return limits;
-      }
-    })
-    .join(', ');
-  return `--${toKebab(field)}: ${JSON.stringify(error.value)} is not allowed; expected ${expected}`;
+  const constraints = error.constraints ?? {};
+  const bound = (text: string | undefined) => /(-?[\d.e+-]+)\s*$/.exec(text ?? '')?.[1];
+  const words: string[] = [];
+  const type = ['isPositive', 'isInt', 'isNumber', 'isBoolean', 'isString', 'isObject'].find((c) => c in constraints);
+  if (type) words.push(TYPE_WORDS[type]);
+  else if (constraints.min || constraints.max) words.push(INTEGER_FIELDS.has(error.property) ? 'an integer' : 'a number');
+  if (constraints.min) words.push(`>= ${bound(constraints.min)}`);
+  if (constraints.max) words.push(`<= ${bound(constraints.max)}`);
+  if (constraints.isIn) words.push(constraints.isIn.replace(/^.*one of the following values:\s*/, 'one of '));
+  return `--${toKebab(error.property)}: ${JSON.stringify(error.value)} is not allowed; expected ${words.join(' ')}`;
 }
 
 /** Builds and validates a config; the first problem is a user error naming the field. */

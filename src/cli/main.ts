@@ -28,13 +28,10 @@ function collectMethodArg(value: string, previous: Record<string, number> = {}):
 /** The `ssl-train` program (also used in-process by the CLI tests). */
 export function buildProgram(): Command {
   const program = new Command('ssl-train')
-    .description('Self-supervised visual representation learning: train SimCLR, Barlow Twins, BYOL, ...')
+    .description('Self-supervised visual representation learning: pre-train SimCLR, Barlow Twins, BYOL, ... on one or many processes')
     .showHelpAfterError(false)
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
-
-  const train = program
-    .command('train', { isDefault: true })
-    .description('pre-train a method (the default command)')
+  program
     .option('--config <file>', 'YAML recipe (e.g. configs/simclr-fashion-mnist.yaml); flags override it')
     .option('--method <name>', `method: ${methodNames().join(', ')} or a registered subclass`, 'simclr')
     .option('--method-arg <name=value>', 'method hyperparameter, repeatable (e.g. temperature=0.2)', collectMethodArg)
@@ -75,7 +72,6 @@ export function buildProgram(): Command {
       const result = await runTraining(config);
       process.stdout.write(`${JSON.stringify({ runDir: result.runDir, step: result.fit.progress.step, ...result.fit.validation })}\n`);
     });
-  train.exitOverride();
   program.exitOverride();
   return program;
 }

@@ -4,7 +4,7 @@ import type { ImageDataset } from '../data/dataset.js';
 import type { MultiViewBatch } from '../data/loader.js';
 import { extractFeatures } from '../eval/features.js';
 import { weightedKnn } from '../eval/knn.js';
-import { createOptimizer, excludeBiasAndNorm, scaleLearningRate, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
+import { createOptimizer, scaleLearningRate, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
 import { accuracy, type BaseMethod } from './base.js';
 
@@ -63,12 +63,13 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {
     const o = this.optim;
     const [methodGroup, classifierGroup] = this.method.parameterGroups();
-    let groups: ParamGroup[] = [
+    const groups: ParamGroup[] = [
       { name: 'method', params: toNamedParams(methodGroup.params), lr: scaleLearningRate(o.lr, o.globalBatch), weightDecay: o.weightDecay },
       { name: 'classifier', params: toNamedParams(classifierGroup.params), lr: scaleLearningRate(o.classifierLr, o.globalBatch), weightDecay: 0 },
     ];
-    if (o.optimizer === 'lars') groups = excludeBiasAndNorm(groups);
-    const optimizer = createOptimizer(o.optimizer, groups, { momentum: o.momentum, eta: o.larsEta, clipLr: o.larsClipLr });
+    // As solo-learn's recipes: LARS leaves 1-D parameters (biases, norm weights) without
+    // adaptation and without weight decay.
+    const optimizer = createOptimizer(o.optimizer, groups, { momentum: o.momentum, eta: o.larsEta, clipLr: o.larsClipLr, excludeBiasAndNorm: true });
     const schedule = new WarmupCosineSchedule({
       warmupSteps: Math.round(o.warmupEpochs * info.stepsPerEpoch),
       totalSteps: info.totalSteps,

@@ -15,7 +15,7 @@ export interface Progress {
   step: number;
   /** Batches done in the current epoch. */
   batchInEpoch: number;
-  /** Optimizer steps of the whole run (after `maxSteps`). */
+  /** Optimizer steps of the configured epochs (the schedule's length; `maxSteps` may stop earlier). */
   totalSteps: number;
 }
 

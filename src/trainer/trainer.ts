@@ -62,7 +62,10 @@ export class Trainer {
     const started = Date.now();
     const { maxEpochs, maxSteps } = this.options;
     const stepsPerEpoch = data.numBatches();
-    const totalSteps = Math.min(maxEpochs * stepsPerEpoch, maxSteps ?? Infinity);
+    // The schedule (lr, EMA tau) always spans the configured epochs; maxSteps only stops
+    // early, so an interrupted run and its resumption follow the same schedule.
+    const totalSteps = maxEpochs * stepsPerEpoch;
+    const stopAt = Math.min(totalSteps, maxSteps ?? Infinity);
     const progress: Progress = { epoch: 0, step: 0, batchInEpoch: 0, totalSteps };
     const callbacks = this.strategy.isGlobalZero ? (this.options.callbacks ?? []) : [];
     const loggers = this.strategy.isGlobalZero ? this.loggers : [];
@@ -80,7 +83,7 @@ export class Trainer {
     let status: 'success' | 'failed' = 'failed';
     try {
       for (const c of callbacks) c.onFitStart?.(progress);
-      while (progress.epoch < maxEpochs && progress.step < totalSteps) {
+      while (progress.epoch < maxEpochs && progress.step < stopAt) {
         let last = Date.now();
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
           const lrs = scheduler.apply(progress.step);
@@ -94,14 +97,14 @@ export class Trainer {
           losses.push(metrics.loss);
           const logged = this.prefixed('train', { ...this.strategy.reduceMetrics(metrics), ...module.stepLogs?.(), ...lrsToMetrics(lrs) });
           logged.epoch = progress.epoch;
-          if (progress.step % this.options.logEvery === 0 || progress.step === totalSteps) {
+          if (progress.step % this.options.logEvery === 0 || progress.step === stopAt) {
             for (const l of loggers) l.logMetrics(logged, progress.step);
           }
           for (const c of callbacks) c.onTrainBatchEnd?.(progress, logged);
-          if (progress.step >= totalSteps) break;
+          if (progress.step >= stopAt) break;
         }
         const epochDone = progress.batchInEpoch >= stepsPerEpoch;
-        const finished = progress.step >= totalSteps;
+        const finished = progress.step >= stopAt;
         const isLastEpoch = progress.epoch + 1 >= maxEpochs;
         const validateNow =
           module.validate !== undefined &&

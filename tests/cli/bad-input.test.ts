@@ -1,0 +1,61 @@
+import { strict as assert } from 'node:assert';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
+
+const dir = tempDir();
+const badYaml = join(dir, 'bad.yaml');
+writeFileSync(badYaml, 'method: simclr\n  epochs: [1,\n');
+const unknownKey = join(dir, 'unknown.yaml');
+writeFileSync(unknownKey, 'method: simclr\nlearning_rate: 0.1\n');
+const notCheckpoint = join(dir, 'fake.ckpt');
+writeFileSync(notCheckpoint, 'not a checkpoint');
+
+/** [description, args, pattern the one-line message must match] */
+const CASES: Array<[string, string[], RegExp]> = [
+  ['unknown method', ['--method', 'simsiam'], /method: "simsiam" is not allowed; expected one of barlow_twins, byol, simclr/],
+  ['negative lr', ['--lr', '-0.1'], /--lr: -0.1 is not allowed; expected a number > 0/],
+  ['non-numeric batch size', ['--batch-size', 'big'], /--batch-size: "big" is not allowed; expected an integer/],
+  ['zero epochs', ['--epochs', '0'], /--epochs: 0 is not allowed; expected .*1/],
+  ['unknown flag', ['--learning-rate', '0.1'], /unknown option '--learning-rate'/],
+  ['missing dataset files', ['--dataset', 'fashion-mnist', '--data-dir', join(dir, 'nowhere')], /nowhere/],
+  ['unreadable config', ['--config', join(dir, 'missing.yaml')], /config: file .*missing\.yaml does not exist/],
+  ['config that is not YAML', ['--config', badYaml], /config: .*bad\.yaml is not valid YAML/],
+  ['unknown config key', ['--config', unknownKey], /config: unknown option 'learning_rate'/],
+  ['unknown backbone', ['--backbone', 'vit_huge'], /backbone: "vit_huge" is not allowed/],
+  ['unknown dataset', ['--dataset', 'imagenet'], /dataset: "imagenet" is not allowed/],
+  ['bad method argument', ['--method-arg', 'temperature'], /--method-arg: "temperature" is not allowed; expected name=number/],
+  ['argument of another method', ['--method-arg', 'lambd=0.1'], /method_args.lambd: not a hyperparameter of method 'simclr'/],
+  ['unknown optimizer', ['--optimizer', 'rmsprop'], /--optimizer: "rmsprop" is not allowed; expected one of sgd, lars, adamw/],
+  ['unknown backend', ['--backend', 'webgpu'], /--backend: "webgpu" is not allowed; expected one of auto, cpu, cpu-js, tensorflow/],
+  ['tensorflow backend not installed', ['--backend', 'tensorflow'], /needs @tensorflow\/tfjs-node-gpu or @tensorflow\/tfjs-node/],
+  ['batch not divisible... larger than the data', ['--batch-size', '100000'], /--batch-size: 100000 is not allowed; expected at most the training set size/],
+  ['resume from a missing checkpoint', ['--resume', join(dir, 'nope.ckpt')], /resume: checkpoint .*nope\.ckpt does not exist/],
+  ['resume from a file that is no checkpoint', ['--resume', notCheckpoint], /resume: .*fake\.ckpt is not an ssl-zoo checkpoint/],
+  ['bad boolean', ['--cifar-stem', 'maybe'], /--cifar-stem: "maybe" is not allowed; expected true or false/],
+];
+
+describe('ssl-train rejects bad input with one line and exit code 2', function () {
+  this.timeout(60_000);
+  for (const [what, args, pattern] of CASES) {
+    it(what, () => {
+      const runDir = join(tempDir(), 'run');
+      const { status, stderr } = runCli([...SMOKE_FLAGS, '--run-dir', runDir, '--max-steps', '1', ...args], 30_000);
+      const lines = stderr.trim().split('\n');
+      assert.equal(status, 2, `exit code (stderr: ${stderr})`);
+      assert.equal(lines.length, 1, `one line, got:\n${stderr}`);
+      assert.match(lines[0], pattern);
+      assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
+      assert.ok(!existsSync(join(runDir, 'checkpoints')), 'nothing was trained');
+    });
+  }
+
+  it('--help lists every option with its default', () => {
+    const { status, stdout } = runCli(['--help']);
+    assert.equal(status, 0);
+    for (const flag of ['--method', '--backbone', '--dataset', '--epochs', '--batch-size', '--lr', '--max-steps', '--run-dir', '--seed', '--config', '--resume', '--backend']) {
+      assert.ok(stdout.includes(flag), `${flag} in help`);
+    }
+    assert.match(stdout, /--epochs <n>\s+training epochs \(default: 10\)/);
+  });
+});

@@ -1,0 +1,26 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The compiled CLI entry point. */
+export const CLI = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
+
+/** A fresh temporary directory. */
+export function tempDir(prefix = 'ssl-zoo-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** Runs `ssl-train args...` to completion (bounded by `timeoutMs`) and returns its output. */
+export function runCli(args: string[], timeoutMs = 120_000): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: timeoutMs, env: { ...process.env, FORCE_COLOR: '0' } });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** Small, fast training flags: synthetic 16x16 data, mlp backbone, small heads, no workers. */
+export const SMOKE_FLAGS = [
+  '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '256', '--backbone', 'mlp',
+  '--batch-size', '32', '--workers', '0', '--knn-train-samples', '256',
+  '--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16',
+];
