@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs everything ssl-zoo needs on Debian/Ubuntu (run as root or with sudo), then
+# installs the npm dependencies and builds the TypeScript and the native addons.
+#   libgloo-dev           collectives for multi-process training (native/gloo)
+#   libdnnl-dev           oneDNN CPU kernels (native/dnnl)
+#   dataset-fashion-mnist Fashion-MNIST in /usr/share/datasets/fashion-mnist
+#   redis-server          Redis rendezvous (tests start their own server)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends \
+  build-essential python3 libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server
+npm ci
+npm run build:native
+npm run build

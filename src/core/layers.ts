@@ -1,0 +1,342 @@
+/**
+ * Basic layers in NHWC layout, with PyTorch's semantics and initialisations: the building
+ * blocks of the backbones and heads. Every `forward` returns a new tensor owned by the
+ * caller and frees its intermediates.
+ */
+import { fanIn, kaimingNormalFanOut, uniformFanIn } from './init.js';
+import { Layer, type Module } from './module.js';
+import type { Rng } from './random.js';
+import { tf, type Tensor, type Variable } from './tf.js';
+
+/**
+ * Runs `fn` with gradient recording paused: its ops are not put on the active gradient
+ * tape (of `tf.grad`, `tf.variableGrads`, ...), so state updates made inside (e.g. batch
+ * norm running statistics) neither receive gradients nor keep tensors alive for a
+ * backward pass. This is how tfjs itself runs the forward function of a custom-gradient
+ * op (a kernel depth above zero switches the tape off).
+ */
+export function withoutGradientTape<T>(fn: () => T): T {
+  const state = tf.engine().state;
+  state.kernelDepth++;
+  try {
+    return fn();
+  } finally {
+    state.kernelDepth--;
+  }
+}
+
+/**
+ * The child layer registered on `parent` as `name`. Containers look their children up at
+ * call time (rather than keeping references) so that {@link Module.replaceModule}, e.g. a
+ * batch norm to synchronised batch norm conversion, takes effect.
+ */
+export function childLayer(parent: Module, name: string): Layer {
+  const found = parent.namedChildren().find(([n]) => n === name);
+  if (!found) throw new Error(`${parent.constructor.name} has no submodule '${name}'`);
+  return asLayer(parent, name, found[1]);
+}
+
+function asLayer(parent: Module, name: string, child: Module): Layer {
+  if (!(child instanceof Layer)) throw new Error(`submodule '${name}' of ${parent.constructor.name} is not a Layer`);
+  return child;
+}
+
+function expectRank(layer: string, x: Tensor, rank: number, layout: string): void {
+  if (x.rank !== rank) throw new Error(`${layer} expects a rank-${rank} input ${layout}, got shape [${x.shape}]`);
+}
+
+function expectChannels(layer: string, x: Tensor, channels: number): void {
+  const last = x.shape[x.rank - 1];
+  if (last !== channels) {
+    throw new Error(`${layer} expects ${channels} features/channels on the last axis, got shape [${x.shape}]`);
+  }
+}
+
+export interface LinearOptions {
+  /** Add a learned bias (default true). */
+  bias?: boolean;
+  /** Source of the initial weights. */
+  rng: Rng;
+}
+
+/**
+ * Fully connected layer `y = x W + b`: `[B, inFeatures] -> [B, outFeatures]`.
+ * Parameters `weight` `[inFeatures, outFeatures]` and `bias` `[outFeatures]`, both
+ * initialised like PyTorch's `nn.Linear`: U(-1/sqrt(inFeatures), 1/sqrt(inFeatures)).
+ */
+export class Linear extends Layer {
+  readonly weight: Variable;
+  readonly bias: Variable | undefined;
+
+  constructor(
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    options: LinearOptions,
+  ) {
+    super();
+    const shape = [inFeatures, outFeatures];
+    this.weight = this.addParameter('weight', uniformFanIn(shape, inFeatures, options.rng));
+    this.bias =
+      options.bias === false ? undefined : this.addParameter('bias', uniformFanIn([outFeatures], inFeatures, options.rng));
+  }
+
+  /** `[B, inFeatures] -> [B, outFeatures]`. */
+  forward(x: Tensor): Tensor {
+    expectRank('Linear', x, 2, '[B, inFeatures]');
+    expectChannels('Linear', x, this.inFeatures);
+    return tf.tidy(() => {
+      const y = tf.matMul(x, this.weight);
+      return this.bias ? tf.add(y, this.bias) : y;
+    });
+  }
+}
+
+/** Spatial padding: PyTorch-style explicit symmetric padding in pixels, or tfjs's modes. */
+export type Padding = number | 'valid' | 'same';
+
+/**
+ * Convolution weight initialisations: `kaimingNormalFanOut` is torchvision's ResNet init,
+ * N(0, 2 / (kh·kw·outC)); `uniformFanIn` is PyTorch's `nn.Conv2d` default,
+ * U(-1/sqrt(kh·kw·inC), 1/sqrt(kh·kw·inC)).
+ */
+export type ConvInit = 'kaimingNormalFanOut' | 'uniformFanIn';
+
+export interface Conv2dOptions {
+  /** Stride along height and width (default 1). */
+  stride?: number;
+  /**
+   * Padding (default 0). An integer p pads every side with p zeros, exactly like
+   * PyTorch's `padding=p`, so output sizes match PyTorch for any stride:
+   * `floor((H + 2p - k) / stride) + 1`. `'same'` and `'valid'` are TensorFlow's modes
+   * (`'same'` with stride > 1 pads asymmetrically and has no PyTorch equivalent).
+   */
+  padding?: Padding;
+  /** Add a learned bias (default false, as in ResNets). */
+  bias?: boolean;
+  /** Weight initialisation (default `kaimingNormalFanOut`). Biases use `uniformFanIn`. */
+  init?: ConvInit;
+  /** Source of the initial weights. */
+  rng: Rng;
+}
+
+/**
+ * 2D convolution, square kernel: `[B, H, W, inChannels] -> [B, H', W', outChannels]`.
+ * Parameters `weight` `[kernel, kernel, inChannels, outChannels]` and optional `bias`
+ * `[outChannels]`.
+ */
+export class Conv2d extends Layer {
+  readonly weight: Variable;
+  readonly bias: Variable | undefined;
+  readonly stride: number;
+  readonly padding: Padding;
+
+  constructor(
+    readonly inChannels: number,
+    readonly outChannels: number,
+    readonly kernel: number,
+    options: Conv2dOptions,
+  ) {
+    super();
+    this.stride = options.stride ?? 1;
+    this.padding = options.padding ?? 0;
+    const shape = [kernel, kernel, inChannels, outChannels];
+    const weight =
+      options.init === 'uniformFanIn'
+        ? uniformFanIn(shape, fanIn(shape), options.rng)
+        : kaimingNormalFanOut(shape, options.rng);
+    this.weight = this.addParameter('weight', weight);
+    this.bias = options.bias
+      ? this.addParameter('bias', uniformFanIn([outChannels], fanIn(shape), options.rng))
+      : undefined;
+  }
+
+  /** `[B, H, W, inChannels] -> [B, H', W', outChannels]`. */
+  forward(x: Tensor): Tensor {
+    expectRank('Conv2d', x, 4, '[B, H, W, C]');
+    expectChannels('Conv2d', x, this.inChannels);
+    return tf.tidy(() => {
+      const y = tf.conv2d(x as tf.Tensor4D, this.weight as tf.Tensor4D, this.stride, this.padding);
+      return this.bias ? tf.add(y, this.bias) : y;
+    });
+  }
+}
+
+export interface BatchNormOptions {
+  /** Added to the variance before the square root (default 1e-5). */
+  eps?: number;
+  /** Weight of the new batch in the running statistics (default 0.1, PyTorch's). */
+  momentum?: number;
+  /** Learn a per-feature scale `weight` and shift `bias` (default true). */
+  affine?: boolean;
+}
+
+/** Batch statistics per feature: biased variance, and the number of values per feature. */
+export interface BatchMoments {
+  /** `[C]` */
+  mean: Tensor;
+  /** `[C]`, biased (divided by `count`). */
+  variance: Tensor;
+  /** How many values each statistic is taken over (over all ranks, for a synchronised norm). */
+  count: number;
+}
+
+/**
+ * Batch normalisation over every axis but the last: `[B, C] -> [B, C]` or
+ * `[B, H, W, C] -> [B, H, W, C]`, with PyTorch's semantics.
+ *
+ * - Training mode normalises with the batch statistics from {@link batchMoments}
+ *   (gradients flow through them: the true batch-norm gradient) and updates the running
+ *   statistics: `running = (1 - momentum) · running + momentum · batch`, with the
+ *   *unbiased* batch variance for `runningVar`. The update is not recorded on any gradient
+ *   tape. `numBatchesTracked` counts the updates.
+ * - Evaluation mode normalises with `runningMean` and `runningVar`.
+ *
+ * Parameters `weight` (γ, ones) and `bias` (β, zeros), `[C]`; buffers `runningMean`
+ * (zeros), `runningVar` (ones), `[C]`, and `numBatchesTracked` (int32 scalar).
+ * Subclasses (synchronised batch norm) override only {@link batchMoments}.
+ */
+export class BatchNorm extends Layer {
+  readonly eps: number;
+  readonly momentum: number;
+  readonly weight: Variable | undefined;
+  readonly bias: Variable | undefined;
+  readonly runningMean: Variable;
+  readonly runningVar: Variable;
+  readonly numBatchesTracked: Variable;
+
+  constructor(
+    readonly numFeatures: number,
+    options: BatchNormOptions = {},
+  ) {
+    super();
+    this.eps = options.eps ?? 1e-5;
+    this.momentum = options.momentum ?? 0.1;
+    const affine = options.affine ?? true;
+    this.weight = affine ? this.addParameter('weight', tf.ones([numFeatures])) : undefined;
+    this.bias = affine ? this.addParameter('bias', tf.zeros([numFeatures])) : undefined;
+    this.runningMean = this.addBuffer('runningMean', tf.zeros([numFeatures]));
+    this.runningVar = this.addBuffer('runningVar', tf.ones([numFeatures]));
+    this.numBatchesTracked = this.addBuffer('numBatchesTracked', tf.scalar(0, 'int32'));
+  }
+
+  /** `[..., C] -> [..., C]` (rank 2 to 4). */
+  forward(x: Tensor): Tensor {
+    if (x.rank < 2 || x.rank > 4) throw new Error(`BatchNorm expects [B, C] or [B, H, W, C], got shape [${x.shape}]`);
+    expectChannels('BatchNorm', x, this.numFeatures);
+    return tf.tidy(() => {
+      if (!this.training) return this.normalize(x, this.runningMean, this.runningVar);
+      const reduceAxes = x.shape.slice(0, -1).map((_, i) => i);
+      const { mean, variance, count } = this.batchMoments(x, reduceAxes);
+      if (count < 2) {
+        throw new Error(`BatchNorm in training mode needs more than 1 value per channel, got input shape [${x.shape}]`);
+      }
+      this.updateRunningStats(mean, variance, count);
+      return this.normalize(x, mean, variance);
+    });
+  }
+
+  /**
+   * Per-feature mean and biased variance of `x` over `reduceAxes` (all axes but the
+   * last), differentiable. Override to compute them differently (e.g. over all ranks).
+   */
+  protected batchMoments(x: Tensor, reduceAxes: number[]): BatchMoments {
+    const { mean, variance } = tf.moments(x, reduceAxes);
+    const count = reduceAxes.reduce((n, axis) => n * x.shape[axis], 1);
+    return { mean, variance, count };
+  }
+
+  /** `(x - mean) / sqrt(variance + eps) · weight + bias`, with `[C]` statistics. */
+  private normalize(x: Tensor, mean: Tensor, variance: Tensor): Tensor {
+    // tfjs's gradient tape fails on a missing batch-norm input: without affine parameters,
+    // pass the identity transform explicitly.
+    const scale = this.weight ?? tf.onesLike(mean);
+    const offset = this.bias ?? tf.zerosLike(mean);
+    return tf.batchNorm(
+      x,
+      mean as tf.Tensor1D,
+      variance as tf.Tensor1D,
+      offset as tf.Tensor1D,
+      scale as tf.Tensor1D,
+      this.eps,
+    );
+  }
+
+  private updateRunningStats(mean: Tensor, variance: Tensor, count: number): void {
+    const m = this.momentum;
+    withoutGradientTape(() =>
+      tf.tidy(() => {
+        this.runningMean.assign(tf.add(tf.mul(this.runningMean, 1 - m), tf.mul(mean, m)));
+        const unbiased = tf.mul(variance, count / (count - 1));
+        this.runningVar.assign(tf.add(tf.mul(this.runningVar, 1 - m), tf.mul(unbiased, m)));
+        this.numBatchesTracked.assign(tf.add(this.numBatchesTracked, tf.scalar(1, 'int32')));
+      }),
+    );
+  }
+}
+
+/** Rectified linear unit, elementwise: any shape to the same shape. */
+export class ReLU extends Layer {
+  forward(x: Tensor): Tensor {
+    return tf.relu(x);
+  }
+}
+
+/** Flattens everything but the batch axis: `[B, ...] -> [B, prod(...)]` (NHWC order). */
+export class Flatten extends Layer {
+  forward(x: Tensor): Tensor {
+    return tf.reshape(x, [x.shape[0], -1]);
+  }
+}
+
+/** Global average pooling over height and width: `[B, H, W, C] -> [B, C]`. */
+export class GlobalAvgPool extends Layer {
+  forward(x: Tensor): Tensor {
+    expectRank('GlobalAvgPool', x, 4, '[B, H, W, C]');
+    return tf.mean(x, [1, 2]);
+  }
+}
+
+/**
+ * Max pooling with PyTorch's semantics: `[B, H, W, C] -> [B, H', W', C]`, with
+ * `H' = floor((H + 2·padding - kernel) / stride) + 1`. Padded positions never win (they
+ * count as -Infinity), as in `nn.MaxPool2d`; e.g. ResNet's `MaxPool2d(3, 2, 1)`.
+ */
+export class MaxPool2d extends Layer {
+  constructor(
+    readonly kernel: number,
+    readonly stride: number = kernel,
+    readonly padding: number = 0,
+  ) {
+    super();
+    if (padding > kernel / 2) {
+      throw new Error(`MaxPool2d: padding ${padding} must be at most half the kernel ${kernel}`);
+    }
+  }
+
+  forward(x: Tensor): Tensor {
+    expectRank('MaxPool2d', x, 4, '[B, H, W, C]');
+    return tf.maxPool(x as tf.Tensor4D, this.kernel, this.stride, this.padding);
+  }
+}
+
+/** Returns (a new handle to) its input: any shape to the same shape. */
+export class Identity extends Layer {
+  forward(x: Tensor): Tensor {
+    return tf.clone(x);
+  }
+}
+
+/**
+ * Layers applied in order; children are named `'0'`, `'1'`, ... (as in PyTorch). Input and
+ * output shapes are those of the first and last layer.
+ */
+export class Sequential extends Layer {
+  constructor(...layers: Layer[]) {
+    super();
+    layers.forEach((layer, i) => this.addModule(String(i), layer));
+  }
+
+  forward(x: Tensor): Tensor {
+    return tf.tidy(() => this.namedChildren().reduce((h, [name, child]) => asLayer(this, name, child).forward(h), x));
+  }
+}

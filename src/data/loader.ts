@@ -1,0 +1,346 @@
+/**
+ * Batch loaders: {@link MultiViewLoader} yields augmented multi-view training batches
+ * (optionally computed ahead in worker threads), {@link EvalLoader} yields deterministic
+ * eval batches in dataset order (for kNN and linear evaluation).
+ */
+import { Worker } from 'node:worker_threads';
+import { UserError } from '../core/errors.js';
+import {
+  augmentBatch,
+  evalViewInto,
+  validateEvalTransform,
+  validateViewAugmentation,
+  type EvalTransform,
+  type ViewAugmentation,
+} from './augment.js';
+import type { ImageDataset } from './dataset.js';
+import type { WorkerInit, WorkerResult, WorkerTask } from './loader-worker.js';
+import type { Sampler } from './sampler.js';
+
+/** A batch of B samples with one array per view. */
+export interface MultiViewBatch {
+  /** One [B, S_v, S_v, C] array per view (S_v = views[v].cropSize). */
+  views: Float32Array[];
+  /** [B, S, S, C] of view 0 (all views when their crop sizes are equal). */
+  shape: [number, number, number, number];
+  /** [B, S_v, S_v, C] of each view. */
+  shapes: [number, number, number, number][];
+  /** [B] class labels (for online linear probes / kNN monitoring only). */
+  labels: Int32Array;
+  /** [B] global dataset indices of the samples. */
+  indices: Int32Array;
+  /** Index of the batch within its epoch (0-based). */
+  index: number;
+}
+
+export interface MultiViewLoaderOptions {
+  dataset: ImageDataset;
+  /** One recipe per view; view v of sample i in epoch e is keyed (seed, e, i, v). */
+  views: ViewAugmentation[];
+  /** Samples per batch (per view); on several ranks, per rank. */
+  batchSize: number;
+  /** Order of indices per epoch (Sequential, Random, Distributed). */
+  sampler: Sampler;
+  /** Augmentation seed. */
+  seed: number;
+  /** Drop the last incomplete batch (default false). */
+  dropLast?: boolean;
+  /** Worker threads computing augmentations ahead; 0 (default) computes inline. */
+  workers?: number;
+  /** Batches in flight per worker (default 2); ignored inline. */
+  prefetch?: number;
+}
+
+interface Pending {
+  resolve: (views: Float32Array[]) => void;
+  reject: (err: Error) => void;
+}
+
+/** One worker thread and the tasks it owes. */
+class WorkerSlot {
+  readonly worker: Worker;
+  readonly pending = new Map<number, Pending>();
+  failure: Error | undefined;
+  private exited = false;
+
+  constructor(init: WorkerInit) {
+    this.worker = new Worker(new URL('./loader-worker.js', import.meta.url));
+    this.worker.unref();
+    this.worker.on('message', (msg: WorkerResult) => {
+      const p = this.pending.get(msg.id);
+      if (!p) return;
+      this.pending.delete(msg.id);
+      if (this.pending.size === 0) this.worker.unref();
+      if (msg.views) p.resolve(msg.views);
+      else p.reject(new Error(`loader worker failed: ${msg.error}`));
+    });
+    this.worker.on('error', (err) => this.fail(err));
+    this.worker.on('exit', (code) => {
+      this.exited = true;
+      this.fail(new Error(`loader worker exited (code ${code})`));
+    });
+    this.worker.postMessage(init);
+  }
+
+  private fail(err: Error): void {
+    this.failure ??= err;
+    for (const p of this.pending.values()) p.reject(this.failure);
+    this.pending.clear();
+  }
+
+  run(task: WorkerTask): Promise<Float32Array[]> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => {
+      this.pending.set(task.id, { resolve, reject });
+      this.worker.ref();
+      this.worker.postMessage(task);
+    });
+  }
+
+  async terminate(): Promise<void> {
+    if (this.exited) return;
+    this.failure ??= new Error('loader closed');
+    await this.worker.terminate();
+  }
+}
+
+function checkPositiveInt(field: string, v: number, min: number): void {
+  if (!Number.isInteger(v) || v < min) {
+    throw new UserError(`${field}: ${JSON.stringify(v)} is not allowed; expected an integer >= ${min}`);
+  }
+}
+
+/** Shared-memory copy of the pixels (the dataset's own memory when already shared). */
+function sharedPixels(pixels: Uint8Array): { buffer: SharedArrayBuffer; byteOffset: number; byteLength: number } {
+  if (pixels.buffer instanceof SharedArrayBuffer) {
+    return { buffer: pixels.buffer, byteOffset: pixels.byteOffset, byteLength: pixels.byteLength };
+  }
+  const buffer = new SharedArrayBuffer(pixels.byteLength);
+  new Uint8Array(buffer).set(pixels);
+  return { buffer, byteOffset: 0, byteLength: pixels.byteLength };
+}
+
+/**
+ * Yields batches of augmented views: batch b of `epoch` holds the samples
+ * `sampler.indices(epoch)[b*B .. (b+1)*B)` and, for each view v, the arrays
+ * [B, S_v, S_v, C]. Every sample's views are keyed by (seed, epoch, index, view), so the
+ * output is the same inline (`workers: 0`) and with any number of workers. With workers,
+ * up to `workers * prefetch` batches are computed ahead while the consumer trains.
+ * Call {@link close} when done (idle workers do not keep the process alive either way).
+ */
+export class MultiViewLoader {
+  readonly dataset: ImageDataset;
+  readonly views: readonly ViewAugmentation[];
+  readonly batchSize: number;
+  readonly sampler: Sampler;
+  readonly seed: number;
+  readonly dropLast: boolean;
+  readonly workers: number;
+  readonly prefetch: number;
+  private slots: WorkerSlot[] | undefined;
+  private nextTaskId = 0;
+
+  constructor(options: MultiViewLoaderOptions) {
+    const { dataset, views, sampler } = options;
+    if (!Array.isArray(views) || views.length === 0) {
+      throw new UserError('views: an empty list is not allowed; expected at least one view augmentation');
+    }
+    views.forEach((v, i) => validateViewAugmentation(v, dataset.channels, `views[${i}]`));
+    checkPositiveInt('batchSize', options.batchSize, 1);
+    if (!Number.isInteger(options.seed)) {
+      throw new UserError(`seed: ${JSON.stringify(options.seed)} is not allowed; expected an integer`);
+    }
+    const workers = options.workers ?? 0;
+    checkPositiveInt('workers', workers, 0);
+    const prefetch = options.prefetch ?? 2;
+    checkPositiveInt('prefetch', prefetch, 1);
+    this.dataset = dataset;
+    this.views = views.map((v) => ({ ...v }));
+    this.batchSize = options.batchSize;
+    this.sampler = sampler;
+    this.seed = options.seed;
+    this.dropLast = options.dropLast ?? false;
+    this.workers = workers;
+    this.prefetch = prefetch;
+  }
+
+  /** Batches per epoch: floor(L / B) with dropLast, else ceil(L / B) (L = sampler.length). */
+  numBatches(): number {
+    const L = this.sampler.length;
+    return this.dropLast ? Math.floor(L / this.batchSize) : Math.ceil(L / this.batchSize);
+  }
+
+  private epochIndices(epoch: number): Int32Array {
+    const all = this.sampler.indices(epoch);
+    if (all.length !== this.sampler.length) {
+      throw new Error(`sampler returned ${all.length} indices for epoch ${epoch}, expected ${this.sampler.length}`);
+    }
+    const n = this.dataset.length;
+    for (let i = 0; i < all.length; i++) {
+      if (!(all[i] >= 0 && all[i] < n)) {
+        throw new Error(`sampler index ${all[i]} is out of range for dataset ${this.dataset.name} of ${n} images`);
+      }
+    }
+    return all;
+  }
+
+  private startWorkers(): WorkerSlot[] {
+    if (!this.slots) {
+      const ds = this.dataset;
+      const mem = sharedPixels(ds.pixels);
+      const init: WorkerInit = {
+        type: 'init',
+        ...mem,
+        height: ds.height,
+        width: ds.width,
+        channels: ds.channels,
+        views: this.views.map((v) => ({ ...v })),
+        seed: this.seed,
+      };
+      this.slots = Array.from({ length: this.workers }, () => new WorkerSlot(init));
+    }
+    return this.slots;
+  }
+
+  private makeBatch(index: number, indices: Int32Array, views: Float32Array[]): MultiViewBatch {
+    const B = indices.length;
+    const c = this.dataset.channels;
+    const labels = new Int32Array(B);
+    for (let k = 0; k < B; k++) labels[k] = this.dataset.labels[indices[k]];
+    const shapes = this.views.map((v) => [B, v.cropSize, v.cropSize, c] as [number, number, number, number]);
+    return { views, shape: [...shapes[0]], shapes, labels, indices, index };
+  }
+
+  /**
+   * The batches of `epoch` from batch `startBatch` on (default 0); batches before it are
+   * neither computed nor yielded, so a resumed run continues mid-epoch cheaply.
+   */
+  async *batches(epoch: number, startBatch = 0): AsyncGenerator<MultiViewBatch> {
+    if (!Number.isInteger(epoch) || epoch < 0) {
+      throw new UserError(`epoch: ${JSON.stringify(epoch)} is not allowed; expected an integer >= 0`);
+    }
+    const nb = this.numBatches();
+    if (!Number.isInteger(startBatch) || startBatch < 0 || startBatch > nb) {
+      throw new UserError(`startBatch: ${JSON.stringify(startBatch)} is not allowed; expected an integer in 0..${nb}`);
+    }
+    const all = this.epochIndices(epoch);
+    const B = this.batchSize;
+    const batchIndices = (b: number): Int32Array => all.slice(b * B, Math.min((b + 1) * B, all.length));
+
+    if (this.workers === 0) {
+      for (let b = startBatch; b < nb; b++) {
+        const indices = batchIndices(b);
+        yield this.makeBatch(b, indices, augmentBatch(this.dataset, this.views, this.seed, epoch, indices));
+      }
+      return;
+    }
+
+    const slots = this.startWorkers();
+    const ahead = this.workers * this.prefetch;
+    const inflight = new Map<number, Promise<Float32Array[]>>();
+    let next = startBatch;
+    for (let b = startBatch; b < nb; b++) {
+      while (next < nb && next < b + ahead) {
+        const task: WorkerTask = { type: 'batch', id: this.nextTaskId++, epoch, indices: batchIndices(next) };
+        const promise = slots[next % slots.length].run(task);
+        promise.catch(() => undefined); // awaited below, or abandoned if the consumer stops early
+        inflight.set(next, promise);
+        next++;
+      }
+      const views = await inflight.get(b)!;
+      inflight.delete(b);
+      yield this.makeBatch(b, batchIndices(b), views);
+    }
+  }
+
+  /** Terminates the worker threads (a later {@link batches} call starts new ones). */
+  async close(): Promise<void> {
+    const slots = this.slots;
+    this.slots = undefined;
+    if (slots) await Promise.all(slots.map((s) => s.terminate()));
+  }
+}
+
+/** A batch of eval images in dataset order. */
+export interface EvalBatch {
+  /** [B, S, S, C] */
+  images: Float32Array;
+  /** [B, S, S, C] */
+  shape: [number, number, number, number];
+  /** [B] */
+  labels: Int32Array;
+  /** [B] dataset indices */
+  indices: Int32Array;
+  /** Batch index (0-based). */
+  index: number;
+}
+
+export interface EvalLoaderOptions {
+  dataset: ImageDataset;
+  /** Deterministic transform, e.g. `evalTransform(dataset)`. */
+  transform: EvalTransform;
+  batchSize: number;
+  /** Visit only these dataset indices, in this order (e.g. one rank's shard). */
+  indices?: Int32Array;
+}
+
+/**
+ * Iterates a dataset in fixed order (0..N-1, or `indices`) with the eval transform, in
+ * batches of `batchSize` (the last one may be smaller). No randomness, no workers.
+ * `batches()` is a plain generator (also usable with `for await`).
+ */
+export class EvalLoader {
+  readonly dataset: ImageDataset;
+  readonly transform: EvalTransform;
+  readonly batchSize: number;
+  private readonly order: Int32Array;
+
+  constructor(options: EvalLoaderOptions) {
+    const { dataset, transform } = options;
+    validateEvalTransform(transform, dataset.channels, 'transform');
+    checkPositiveInt('batchSize', options.batchSize, 1);
+    this.dataset = dataset;
+    this.transform = { ...transform };
+    this.batchSize = options.batchSize;
+    if (options.indices) {
+      for (const i of options.indices) {
+        if (!(i >= 0 && i < dataset.length)) {
+          throw new UserError(`indices: ${i} is not allowed; expected an integer in 0..${dataset.length - 1}`);
+        }
+      }
+      this.order = Int32Array.from(options.indices);
+    } else {
+      this.order = Int32Array.from({ length: dataset.length }, (_, i) => i);
+    }
+  }
+
+  /** Number of samples visited. */
+  get length(): number {
+    return this.order.length;
+  }
+
+  /** ceil(length / batchSize). */
+  numBatches(): number {
+    return Math.ceil(this.order.length / this.batchSize);
+  }
+
+  /** The eval batches in order. */
+  *batches(): Generator<EvalBatch> {
+    const ds = this.dataset;
+    const { height: h, width: w, channels: c } = ds;
+    const S = this.transform.cropSize;
+    const imageBytes = h * w * c;
+    const viewSize = S * S * c;
+    for (let b = 0; b < this.numBatches(); b++) {
+      const indices = this.order.slice(b * this.batchSize, (b + 1) * this.batchSize);
+      const B = indices.length;
+      const images = new Float32Array(B * viewSize);
+      const labels = new Int32Array(B);
+      for (let k = 0; k < B; k++) {
+        evalViewInto(ds.pixels, indices[k] * imageBytes, h, w, c, this.transform, images, k * viewSize);
+        labels[k] = ds.labels[indices[k]];
+      }
+      yield { images, shape: [B, S, S, c], labels, indices, index: b };
+    }
+  }
+}

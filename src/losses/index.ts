@@ -1,0 +1,39 @@
+/**
+ * Loss functions of embeddings: pure `(inputs, options, group?) => Scalar`, one per file.
+ */
+export { ntXentLoss, ntXentMasks, NT_XENT_DEFAULTS, MASKED_LOGIT, type NtXentOptions } from './nt-xent.js';
+export {
+  barlowTwinsLoss,
+  barlowTwinsLossWithTerms,
+  standardizeColumns,
+  BARLOW_TWINS_DEFAULTS,
+  type BarlowTwinsOptions,
+  type BarlowTwinsTerms,
+} from './barlow-twins.js';
+export { byolLoss } from './byol.js';
+export { vicregLoss, vicregLossWithTerms, VICREG_DEFAULTS, type VicregOptions, type VicregTerms } from './vicreg.js';
+export { l2NormalizeRows, rowCosine } from './ops.js';
+export {
+  batchLayout,
+  gatherRows,
+  sumOverRanks,
+  GatherNotImplementedError,
+  type BatchLayout,
+} from './global-batch.js';
+export {
+  LOSS_CASE_FORMAT,
+  CASE_LOSS_NAMES,
+  parseLossCase,
+  loadLossCase,
+  checkLossCase,
+  type CaseLossName,
+  type LossCase,
+  type LossCaseEntry,
+  type LossCaseHyper,
+  type LossCaseInputs,
+  type LossCaseDistributed,
+  type LossCheckResult,
+  type LossCaseReport,
+  type CheckLossCaseOptions,
+  type Matrix,
+} from './case.js';

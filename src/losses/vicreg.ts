@@ -1,0 +1,127 @@
+/**
+ * The VICReg loss (Bardes et al. 2022), with the paper's conventions (variance term averaged
+ * over the two views) and global-batch statistics (DESIGN.md contract 4).
+ */
+import { invalidValue } from '../core/errors.js';
+import { tf, type Scalar } from '../core/tf.js';
+import type { ProcessGroup } from '../distributed/process-group.js';
+import { batchLayout, sumOverRanks, type BatchLayout } from './global-batch.js';
+import { checkPair, diagonal, offDiagonalSumOfSquares } from './ops.js';
+
+export interface VicregOptions {
+  /** Weight of the invariance (MSE) term. */
+  simWeight: number;
+  /** Weight of the variance (hinge on the standard deviation) term. */
+  varWeight: number;
+  /** Weight of the covariance term. */
+  covWeight: number;
+  /** Target standard deviation γ; default 1. */
+  gamma?: number;
+  /** Added to the variance before the square root; default 1e-4. */
+  eps?: number;
+}
+
+/** solo-learn's / the paper's defaults: 25, 25, 1, γ = 1, eps 1e-4. */
+export const VICREG_DEFAULTS: Readonly<Required<VicregOptions>> = Object.freeze({
+  simWeight: 25,
+  varWeight: 25,
+  covWeight: 1,
+  gamma: 1,
+  eps: 1e-4,
+});
+
+/** The loss and its three unweighted terms (for logging). All scalars `[]`. */
+export interface VicregTerms {
+  /** `simWeight * invariance + varWeight * variance + covWeight * covariance`. */
+  loss: Scalar;
+  /** MSE(z1, z2), mean over all elements. */
+  invariance: Scalar;
+  /** (mean_j relu(γ − std1_j) + mean_j relu(γ − std2_j)) / 2. */
+  variance: Scalar;
+  /** (Σ_{i≠j} C1_ij² + Σ_{i≠j} C2_ij²) / D. */
+  covariance: Scalar;
+}
+
+/**
+ * VICReg: `simWeight * MSE(z1, z2) + varWeight * (mean relu(γ − std1) + mean relu(γ − std2)) / 2
+ * + covWeight * (Σ_{i≠j} C1_ij² + Σ_{i≠j} C2_ij²) / D`, with `std = sqrt(var_unbiased + eps)`
+ * and `C = zcᵀ zc / (N − 1)` `[D, D]` over the global batch (N = W·B ≥ 2).
+ *
+ * - `z1`, `z2`: `[B, D]` embeddings of the two views. Returns a scalar `[]`.
+ * - Per rank: the invariance term is the mean over *local* rows (the mean over ranks is the
+ *   global MSE); the variance and covariance terms are global, from the column sums and the
+ *   centred cross-products `zcᵀ zc` passed through `sumOverRanks` (var = diag(C)).
+ *
+ * `group`: world size 1 / undefined only for now (W > 1 throws `GatherNotImplementedError`).
+ */
+export function vicregLoss(
+  z1: tf.Tensor2D,
+  z2: tf.Tensor2D,
+  options: VicregOptions = VICREG_DEFAULTS,
+  group?: ProcessGroup,
+): Scalar {
+  const terms = vicregLossWithTerms(z1, z2, options, group);
+  tf.dispose([terms.invariance, terms.variance, terms.covariance]);
+  return terms.loss;
+}
+
+/** {@link vicregLoss} with its unweighted invariance, variance and covariance terms. */
+export function vicregLossWithTerms(
+  z1: tf.Tensor2D,
+  z2: tf.Tensor2D,
+  options: VicregOptions = VICREG_DEFAULTS,
+  group?: ProcessGroup,
+): VicregTerms {
+  checkPair('vicregLoss', ['z1', 'z2'], z1, z2);
+  const { simWeight, varWeight, covWeight } = options;
+  const gamma = options.gamma ?? VICREG_DEFAULTS.gamma;
+  const eps = options.eps ?? VICREG_DEFAULTS.eps;
+  for (const [field, value] of [
+    ['simWeight', simWeight],
+    ['varWeight', varWeight],
+    ['covWeight', covWeight],
+    ['gamma', gamma],
+    ['eps', eps],
+  ] as const) {
+    if (!(Number.isFinite(value) && value >= 0)) throw invalidValue(field, value, 'a number >= 0');
+  }
+  const layout = batchLayout('vicregLoss', z1.shape[0], group);
+  if (layout.globalBatch < 2) {
+    throw invalidValue('batch size', layout.globalBatch, 'at least 2 samples for VICReg (unbiased variance)');
+  }
+  return tf.tidy(() => {
+    const d = z1.shape[1];
+    const invariance = tf.mean(tf.squaredDifference(z1, z2)) as Scalar;
+    const s1 = viewStatistics(z1, gamma, eps, layout);
+    const s2 = viewStatistics(z2, gamma, eps, layout);
+    const variance = tf.div(tf.add(s1.varianceHinge, s2.varianceHinge), 2) as Scalar;
+    const covariance = tf.div(tf.add(s1.offDiagonal, s2.offDiagonal), d) as Scalar;
+    const loss = tf.addN([
+      tf.mul(simWeight, invariance),
+      tf.mul(varWeight, variance),
+      tf.mul(covWeight, covariance),
+    ]) as Scalar;
+    return { loss, invariance, variance, covariance };
+  });
+}
+
+/**
+ * One view's global statistics: `mean_j relu(γ − sqrt(C_jj + eps))` and `Σ_{i≠j} C_ij²`,
+ * with `C = zcᵀ zc / (N − 1)` `[D, D]` built from all-reduced sums.
+ */
+function viewStatistics(
+  z: tf.Tensor2D,
+  gamma: number,
+  eps: number,
+  layout: BatchLayout,
+): { varianceHinge: Scalar; offDiagonal: Scalar } {
+  const n = layout.globalBatch;
+  const mean = tf.div(sumOverRanks(tf.sum(z, 0), layout), n); // [D]
+  const centred = tf.sub(z, mean); // [B, D]
+  const cov = tf.div(sumOverRanks(tf.matMul(centred, centred, true, false), layout), n - 1) as tf.Tensor2D; // [D, D]
+  const std = tf.sqrt(tf.add(diagonal(cov), eps)); // [D]
+  return {
+    varianceHinge: tf.mean(tf.relu(tf.sub(gamma, std))) as Scalar,
+    offDiagonal: offDiagonalSumOfSquares(cov),
+  };
+}
