@@ -1,0 +1,40 @@
+/**
+ * A user-defined method in a few lines: SimCLR whose loss also pulls each view's
+ * embedding towards unit batch variance (a VICReg-style variance term), registered as
+ * `my_simclr` so that `--method my_simclr` finds it.
+ *
+ * Run: npm run build && node dist/examples/my-simclr.js --method my_simclr --max-steps 20
+ */
+import { main } from '../src/cli/main.js';
+import { tf, type Scalar, type Tensor, type Tensor2D } from '../src/core/tf.js';
+import { ntXentLoss } from '../src/losses/index.js';
+import { registerMethod, SimCLR, type SslLossOutput } from '../src/methods/index.js';
+
+export class MySimCLR extends SimCLR {
+  /** Every default of SimCLR, plus the weight of the new term (`--method-arg varianceWeight=0.5`). */
+  static override readonly defaultArgs = { ...SimCLR.defaultArgs, varianceWeight: 1.0 };
+
+  protected override sslLoss(features: Tensor[]): SslLossOutput {
+    const [z1, z2] = features.map((f) => this.projector.forward(f) as Tensor2D);
+    const contrastive = ntXentLoss(z1, z2, { temperature: this.args.temperature }, this.group);
+    // Hinge on the per-dimension standard deviation of each view (local batch).
+    const variance = tf.add(hingeStd(z1), hingeStd(z2)) as Scalar;
+    return {
+      loss: tf.add(contrastive, tf.mul(variance, this.args.varianceWeight)) as Scalar,
+      terms: { contrastive, variance },
+      embeddings: z1,
+    };
+  }
+}
+
+/** mean(relu(1 - std)) over dimensions of `z [B, D]`. */
+function hingeStd(z: Tensor2D): Scalar {
+  const { variance } = tf.moments(z, 0);
+  return tf.mean(tf.relu(tf.sub(1, tf.sqrt(tf.add(variance, 1e-4))))) as Scalar;
+}
+
+registerMethod('my_simclr', MySimCLR);
+
+if (process.argv[1]?.endsWith('my-simclr.js')) {
+  process.exitCode = await main(process.argv.slice(2));
+}

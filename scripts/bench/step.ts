@@ -1,0 +1,147 @@
+/**
+ * `npm run bench:step`: the time of one SimCLR training step (two views, forward,
+ * NT-Xent, backward, LARS step) for `tiny_resnet` at batch 256 on 28x28x1 and CIFAR-stem
+ * `resnet18` at batch 64 on 32x32x3, on ssl-zoo's engines (each in its own process) and in
+ * PyTorch (`/usr/bin/python3`, Debian python3-torch) in the same run.
+ *
+ * Flags: --models tiny_resnet,resnet18  --backends cpu,cpu-js  --reps 3  --js-reps 1
+ *        --js-models tiny_resnet (the pure-JS engine is slow: resnet18 takes many minutes)
+ *        --threads 2 (PyTorch threads; ssl-zoo's native kernels use the process's cores)
+ * Prints one JSON object as its last line and writes bench-results/step.json; per model:
+ * `sslzoo_s` (default engine), `pytorch_s`, `ratio` = sslzoo_s / pytorch_s, and
+ * `sslzoo_cpu_js_s` where measured.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { createBackbone } from '../../src/backbones/index.js';
+import { initEngine, type BackendChoice } from '../../src/core/engine.js';
+import { Rng } from '../../src/core/random.js';
+import { tf } from '../../src/core/tf.js';
+import { resolveMethodArgs, SimCLR } from '../../src/methods/index.js';
+import { SslTask } from '../../src/methods/task.js';
+
+interface ModelSpec {
+  batch: number;
+  size: number;
+  channels: number;
+  cifarStem: boolean;
+}
+
+const MODELS: Record<string, ModelSpec> = {
+  tiny_resnet: { batch: 256, size: 28, channels: 1, cifarStem: false },
+  resnet18: { batch: 64, size: 32, channels: 3, cifarStem: true },
+};
+
+function flag(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+/** Child process: times `reps` steps (after one warm-up step when reps > 1). */
+async function child(backend: BackendChoice, model: string, reps: number): Promise<void> {
+  const engine = await initEngine(backend);
+  const spec = MODELS[model];
+  const rng = new Rng(0);
+  const method = new SimCLR({
+    createBackbone: (r) => createBackbone(model, { inChannels: spec.channels, imageSize: spec.size, cifarStem: spec.cifarStem, rng: r }),
+    numClasses: 10,
+    rng,
+    args: resolveMethodArgs('simclr', {}),
+  });
+  const task = new SslTask(method, {
+    optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4, momentum: 0.9, larsEta: 0.02, larsClipLr: true,
+    warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: spec.batch,
+  });
+  const { optimizer } = task.configureOptimizers({ totalSteps: 100, stepsPerEpoch: 10 });
+  const n = spec.batch * spec.size * spec.size * spec.channels;
+  const batch = {
+    views: [rng.normalArray(n), rng.normalArray(n)],
+    shape: [spec.batch, spec.size, spec.size, spec.channels] as [number, number, number, number],
+    shapes: [],
+    labels: new Int32Array(spec.batch).map((_, i) => i % 10),
+    indices: new Int32Array(spec.batch),
+    index: 0,
+  };
+  const variables = method.trainableParameters();
+  const step = () => {
+    const { value, grads } = tf.variableGrads(() => {
+      const out = task.trainingStep(batch);
+      tf.dispose(Object.values(out.metrics));
+      return out.loss;
+    }, variables);
+    optimizer.step(grads);
+    value.dataSync();
+    tf.dispose([value, ...Object.values(grads)]);
+  };
+  if (reps > 1) step();
+  const times: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const start = performance.now();
+    step();
+    times.push((performance.now() - start) / 1000);
+  }
+  process.stdout.write(`${JSON.stringify({ backend, model, native: engine.nativeKernels, seconds: median(times), steps: times })}\n`);
+}
+
+function lastJson(text: string): Record<string, unknown> {
+  const lines = text.trim().split('\n');
+  return JSON.parse(lines[lines.length - 1]) as Record<string, unknown>;
+}
+
+async function main(): Promise<void> {
+  if (process.argv.includes('--child')) {
+    await child(flag('backend', 'cpu') as BackendChoice, flag('model', 'tiny_resnet'), Number(flag('reps', '3')));
+    return;
+  }
+  const models = flag('models', 'tiny_resnet,resnet18').split(',');
+  const backends = flag('backends', 'cpu,cpu-js').split(',');
+  const jsModels = flag('js-models', 'tiny_resnet').split(',');
+  const reps = flag('reps', '3');
+  const jsReps = flag('js-reps', '1');
+  const threads = flag('threads', '2');
+  const self = fileURLToPath(import.meta.url);
+  const torchScript = fileURLToPath(new URL('../../../scripts/bench/step_torch.py', import.meta.url));
+  const results: Record<string, Record<string, unknown>> = {};
+  for (const model of models) {
+    const spec = MODELS[model];
+    const entry: Record<string, unknown> = { batch: spec.batch, image: [spec.size, spec.size, spec.channels] };
+    for (const backend of backends) {
+      if (backend === 'cpu-js' && !jsModels.includes(model)) continue;
+      const r = spawnSync(process.execPath, [self, '--child', '--backend', backend, '--model', model, '--reps', backend === 'cpu-js' ? jsReps : reps], {
+        encoding: 'utf8',
+        maxBuffer: 1 << 24,
+      });
+      if (r.status !== 0) throw new Error(`ssl-zoo ${backend} ${model} failed:\n${r.stderr}`);
+      const out = lastJson(r.stdout);
+      if (backend === 'cpu-js') entry.sslzoo_cpu_js_s = out.seconds;
+      else {
+        entry.sslzoo_s = out.seconds;
+        entry.sslzoo_backend = backend;
+        entry.native_kernels = out.native;
+        entry.sslzoo_steps = out.steps;
+      }
+      process.stderr.write(`${model} ${backend}: ${(out.seconds as number).toFixed(3)} s/step\n`);
+    }
+    const py = spawnSync('/usr/bin/python3', [torchScript, model, String(spec.batch), String(spec.size), String(spec.channels), reps, threads], { encoding: 'utf8' });
+    if (py.status !== 0) throw new Error(`PyTorch reference failed (needs Debian python3-torch):\n${py.stderr}`);
+    const torch = lastJson(py.stdout);
+    entry.pytorch_s = torch.pytorch_s;
+    entry.pytorch_threads = Number(threads);
+    process.stderr.write(`${model} pytorch: ${(torch.pytorch_s as number).toFixed(3)} s/step\n`);
+    if (typeof entry.sslzoo_s === 'number') entry.ratio = entry.sslzoo_s / (torch.pytorch_s as number);
+    results[model] = entry;
+  }
+  const report = { benchmark: 'step', method: 'simclr', cpus: cpus().length, cpu_model: cpus()[0]?.model, date: new Date().toISOString(), models: results };
+  mkdirSync('bench-results', { recursive: true });
+  writeFileSync('bench-results/step.json', `${JSON.stringify(report, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+}
+
+await main();

@@ -1,0 +1,22 @@
+/** ssl-zoo's public API. */
+import 'reflect-metadata';
+
+export { tf } from './core/tf.js';
+export type { Tensor, Tensor2D, Tensor4D, Scalar, Variable } from './core/tf.js';
+export { initEngine, engineInfo, BACKEND_CHOICES, type BackendChoice, type EngineInfo } from './core/engine.js';
+export { UserError } from './core/errors.js';
+export { Module, Layer, type StateDict } from './core/module.js';
+export { Rng } from './core/random.js';
+export { detach } from './core/ops.js';
+export * from './core/layers.js';
+export * from './backbones/index.js';
+export * from './losses/index.js';
+export * from './methods/index.js';
+export { SslTask, type OptimSettings, type ValidationSettings } from './methods/task.js';
+export * from './optim/index.js';
+export * from './data/index.js';
+export * from './eval/index.js';
+export * from './trainer/index.js';
+export type { ProcessGroup } from './distributed/process-group.js';
+export { TrainConfig, buildConfig, readConfigFile } from './cli/config.js';
+export { runTraining, type TrainingRun, type RunOptions } from './cli/train.js';
