@@ -61,7 +61,23 @@ export class TrainConfig {
   @IsInt() @Min(0) checkpointEvery = 1;
   @IsOptional() @IsString() resume?: string;
   @IsIn([...BACKEND_CHOICES]) backend: (typeof BACKEND_CHOICES)[number] = 'auto';
+  /** Processes (ranks) per node on CPU. */
   @IsInt() @Min(1) devices = 1;
+  /** Processes per node, one GPU each (needs the tensorflow GPU backend). */
+  @IsOptional() @IsInt() @Min(1) gpus?: number;
+  @IsInt() @Min(1) numNodes = 1;
+  @IsInt() @Min(0) nodeRank = 0;
+  /** Rendezvous of the ranks: file:///shared/dir, tcp://host:port, redis://host:port (default: a fresh file store). */
+  @IsOptional() @IsString() rendezvous?: string;
+  /** `auto`: ddp when there is more than one rank. */
+  @IsIn(['auto', 'single', 'ddp']) strategy: 'auto' | 'single' | 'ddp' = 'auto';
+  @IsBoolean() syncBatchnorm = false;
+  @IsNumber() @IsPositive() bucketCapMb = 25;
+  @IsInt() @Min(1) accumulateGradBatches = 1;
+  /** Drop the last incomplete global batch of each epoch (else wrap around to fill it). */
+  @IsBoolean() dropLast = true;
+  /** Seconds a collective may wait for the other ranks before failing. */
+  @IsNumber() @IsPositive() timeout = 300;
   @IsInt() @Min(1) logEvery = 10;
   @IsInt() @Min(0) valEvery = 1;
   @IsInt() @Min(1) knnK = 20;

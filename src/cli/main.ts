@@ -3,7 +3,8 @@ import { Command, CommanderError, Option } from 'commander';
 import { UserError } from '../core/errors.js';
 import { methodNames } from '../methods/registry.js';
 import { buildConfig, parseMethodArg, readConfigFile, toCamel, type TrainConfigInput } from './config.js';
-import { runTraining } from './train.js';
+import { launchWorkers, workerEnv } from '../distributed/launcher.js';
+import { preflightDistributed, runTraining } from './train.js';
 
 /** Exit code for user mistakes (bad flags, config, data, environment). */
 export const USER_ERROR_EXIT = 2;
@@ -59,7 +60,17 @@ export function buildProgram(): Command {
     .option('--checkpoint-every <n>', 'save checkpoints/epoch-<n>.ckpt every n epochs (0: only last.ckpt at the end)', numeric, 1)
     .option('--resume <path|auto>', 'continue from a checkpoint; auto: <run-dir>/checkpoints/last.ckpt if present')
     .option('--backend <name>', 'tensor backend: auto, cpu, cpu-js, tensorflow', 'auto')
-    .option('--devices <n>', 'processes (ranks) to train with', numeric, 1)
+    .option('--devices <n>', 'processes (ranks) per node on CPU', numeric, 1)
+    .option('--gpus <n>', 'processes per node, one GPU each (needs @tensorflow/tfjs-node-gpu)', numeric)
+    .option('--num-nodes <n>', 'nodes (hosts) of the job', numeric, 1)
+    .option('--node-rank <n>', 'index of this node', numeric, 0)
+    .option('--rendezvous <url>', 'how ranks meet: file:///shared/dir, tcp://host:port, redis://host:port (default: a fresh file store)')
+    .option('--strategy <name>', 'auto, single or ddp (auto: ddp with more than one rank)', 'auto')
+    .addOption(new Option('--sync-batchnorm <bool>', 'batch norm with global-batch statistics across ranks').default(false).argParser(boolean))
+    .option('--bucket-cap-mb <x>', 'DDP gradient bucket size in MiB', numeric, 25)
+    .option('--accumulate-grad-batches <n>', 'batches per optimizer step (one gradient sync per step)', numeric, 1)
+    .addOption(new Option('--drop-last <bool>', 'drop the incomplete last global batch of an epoch').default(true).argParser(boolean))
+    .option('--timeout <seconds>', 'how long a collective waits for the other ranks before failing', numeric, 300)
     .option('--log-every <n>', 'log training metrics every n steps', numeric, 10)
     .option('--val-every <n>', 'validate (kNN, linear probe) every n epochs; 0 disables', numeric, 1)
     .option('--knn-k <n>', 'kNN neighbours', numeric, 20)
@@ -69,8 +80,25 @@ export function buildProgram(): Command {
     .option('--workers <n>', 'augmentation worker threads (0: none)', numeric, 1)
     .action(async (_opts: Record<string, unknown>, command: Command) => {
       const config = resolveTrainConfig(command);
-      const result = await runTraining(config);
-      process.stdout.write(`${JSON.stringify({ runDir: result.runDir, step: result.fit.progress.step, ...result.fit.validation })}\n`);
+      const worker = workerEnv();
+      const nprocs = config.gpus ?? config.devices;
+      if (!worker && nprocs * config.numNodes > 1) {
+        preflightDistributed(config, nprocs);
+        process.exitCode = await launchWorkers({
+          nprocs,
+          numNodes: config.numNodes,
+          nodeRank: config.nodeRank,
+          rendezvous: config.rendezvous,
+          script: process.argv[1],
+          args: process.argv.slice(2),
+          envFor: config.gpus ? (localRank) => ({ CUDA_VISIBLE_DEVICES: String(localRank) }) : undefined,
+        });
+        return;
+      }
+      const result = await runTraining(config, { worker });
+      if (!worker || worker.rank === 0) {
+        process.stdout.write(`${JSON.stringify({ runDir: result.runDir, step: result.fit.progress.step, ...result.fit.validation })}\n`);
+      }
     });
   program.exitOverride();
   return program;
@@ -94,7 +122,7 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
 export async function main(argv: string[]): Promise<number> {
   try {
     await buildProgram().parseAsync(argv, { from: 'user' });
-    return 0;
+    return Number(process.exitCode ?? 0);
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;

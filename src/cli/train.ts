@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
@@ -11,13 +12,16 @@ import { barlowViews, byolViews, evalTransform, simclrViews, type ViewAugmentati
 import { subset, type ImageDataset } from '../data/dataset.js';
 import { loadDataset } from '../data/load.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
-import { RandomSampler } from '../data/sampler.js';
-import { getMethodClass, resolveMethodArgs } from '../methods/registry.js';
-import { SslTask } from '../methods/task.js';
+import type { BaseMethod, MethodArgs } from '../methods/base.js';
+import { getMethodClass, resolveMethodArgs, type MethodClass } from '../methods/registry.js';
+import { SslTask, type OptimSettings } from '../methods/task.js';
 import { ProgressBar } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
 import { LOGGER, RunDirLogger } from '../trainer/loggers.js';
 import { SingleDeviceStrategy, STRATEGY, type Strategy } from '../trainer/strategy.js';
+import { DdpStrategy } from '../distributed/ddp.js';
+import { createProcessGroup, isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
+import type { WorkerEnv } from '../distributed/launcher.js';
 import { Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
 import type { TrainConfig } from './config.js';
 
@@ -34,6 +38,8 @@ export interface RunOptions {
   container?: DependencyContainer;
   /** Replaces the progress display (e.g. none in tests). */
   callbacks?: TrainerOptions['callbacks'];
+  /** This process's place in a multi-process job (set by the launcher's environment). */
+  worker?: WorkerEnv;
 }
 
 const packageRoot = new URL('../../../', import.meta.url);
@@ -68,12 +74,45 @@ function sample(ds: ImageDataset, n: number, seed: number): ImageDataset {
   return subset(ds, new Rng(seed).permutation(ds.length).slice(0, n));
 }
 
-/** The strategy for the config: one process here; `src/distributed` provides DDP. */
-function createStrategy(config: TrainConfig): Strategy {
-  if (config.devices > 1) {
-    throw new UserError(`--devices: ${config.devices} is not available yet; multi-process training (DDP) is not built in this version, use --devices 1`);
+/**
+ * Checks, before any worker is spawned, what would otherwise fail on every rank: a GPU
+ * request without a GPU backend, a batch that does not split evenly, a missing Gloo addon.
+ */
+export function preflightDistributed(config: TrainConfig, nprocs: number): void {
+  const worldSize = nprocs * config.numNodes;
+  if (config.gpus !== undefined && !tensorflowGpuInstalled()) {
+    throw new UserError(
+      `--gpus: ${config.gpus} needs the GPU backend (@tensorflow/tfjs-node-gpu), which is not installed; on CPU use --devices ${config.gpus}`,
+    );
   }
-  return new SingleDeviceStrategy();
+  if (config.strategy === 'single') throw invalidValue('--strategy', 'single', `ddp or auto with ${worldSize} ranks`);
+  if (config.batchSize % worldSize !== 0) {
+    throw invalidValue('--batch-size', config.batchSize, `a multiple of the world size ${worldSize} (each rank gets batch-size / world size)`);
+  }
+  if (!isGlooAvailable()) loadGlooAddon(); // throws the user error that says how to install it
+}
+
+function tensorflowGpuInstalled(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('@tensorflow/tfjs-node-gpu');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** One process, or DDP over a Gloo process group when launched as a worker. */
+async function createStrategy(config: TrainConfig, worker: WorkerEnv | undefined): Promise<Strategy> {
+  if (!worker) {
+    const asked = (config.gpus ?? config.devices) * config.numNodes;
+    if (asked > 1) {
+      throw new UserError(`--devices: ${asked} ranks need the launcher: run through ssl-train, or set RANK, WORLD_SIZE and a rendezvous like torchrun`);
+    }
+    return new SingleDeviceStrategy();
+  }
+  if (config.strategy === 'single' && worker.worldSize > 1) throw invalidValue('--strategy', 'single', `ddp or auto with ${worker.worldSize} ranks`);
+  const group = await createProcessGroup({ rank: worker.rank, worldSize: worker.worldSize, rendezvous: worker.rendezvous, timeoutMs: config.timeout * 1000 });
+  return new DdpStrategy(group, { bucketCapMb: config.bucketCapMb, syncBatchNorm: config.syncBatchnorm });
 }
 
 /** Adapts the multi-view loader to the trainer's {@link DataSource}. */
@@ -86,58 +125,94 @@ function dataSource(loader: MultiViewLoader, batchSize: number): DataSource<Mult
   };
 }
 
+/** Everything a run is built from, resolved from a config (no process group involved). */
+export interface Experiment {
+  train: ImageDataset;
+  test: ImageDataset;
+  methodClass: MethodClass;
+  methodArgs: MethodArgs;
+  cifarStem: boolean;
+  views: ViewAugmentation[];
+  optim: Omit<OptimSettings, 'globalBatch'>;
+  /** A new method instance; the same seed gives the same weights every time. */
+  createMethod(): BaseMethod;
+}
+
+/** Loads the data and resolves the method, its recipe defaults and augmentations. */
+export function prepareExperiment(config: TrainConfig): Experiment {
+  const methodClass = getMethodClass(config.method);
+  const methodArgs = resolveMethodArgs(config.method, config.methodArgs);
+  const dataOptions = { dataDir: config.dataDir, seed: config.seed, size: config.syntheticSize, imageSize: config.imageSize };
+  const train = loadDataset(config.dataset, { ...dataOptions, split: 'train' });
+  const test = loadDataset(config.dataset, { ...dataOptions, split: 'test', size: Math.max(16, Math.round(config.syntheticSize / 4)) });
+  const defaults = methodClass.optimDefaults;
+  const cifarStem = config.cifarStem ?? Math.min(train.height, train.width) <= 64;
+  return {
+    train,
+    test,
+    methodClass,
+    methodArgs,
+    cifarStem,
+    views: viewsFor(methodClass.viewRecipe, train),
+    optim: {
+      optimizer: config.optimizer ?? defaults.optimizer,
+      lr: config.lr ?? defaults.lr,
+      classifierLr: config.classifierLr ?? defaults.classifierLr,
+      weightDecay: config.weightDecay ?? defaults.weightDecay,
+      momentum: config.momentum,
+      larsEta: config.larsEta,
+      larsClipLr: config.larsClipLr,
+      warmupEpochs: config.warmupEpochs ?? config.epochs / 10,
+      warmupStartLr: config.warmupStartLr,
+      minLr: config.minLr,
+    },
+    createMethod: () =>
+      new methodClass({
+        createBackbone: (r) => createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r }),
+        numClasses: train.numClasses,
+        rng: new Rng(config.seed),
+        args: methodArgs,
+      }),
+  };
+}
+
+/** Batch per rank; a user error unless the global batch splits evenly and fits the data. */
+export function localBatchSize(config: TrainConfig, worldSize: number, trainSize: number): number {
+  if (config.batchSize % worldSize !== 0) {
+    throw invalidValue('--batch-size', config.batchSize, `a multiple of the world size ${worldSize} (each rank gets batch-size / world size)`);
+  }
+  if (config.batchSize > trainSize) {
+    throw invalidValue('--batch-size', config.batchSize, `at most the training set size ${trainSize}`);
+  }
+  return config.batchSize / worldSize;
+}
+
 /**
  * Pre-trains `config.method` as configured: selects the engine, loads the data, builds
  * the method, and fits it with the trainer (strategy and loggers from the container).
  */
 export async function runTraining(config: TrainConfig, options: RunOptions = {}): Promise<TrainingRun> {
   const engine = await initEngine(config.backend);
-  const methodClass = getMethodClass(config.method);
-  const methodArgs = resolveMethodArgs(config.method, config.methodArgs);
-  const strategy = createStrategy(config);
+  const experiment = prepareExperiment(config);
+  const { train, test, optim } = experiment;
+  const strategy = await createStrategy(config, options.worker);
   const worldSize = strategy.group.worldSize;
-  if (config.batchSize % worldSize !== 0) {
-    throw invalidValue('--batch-size', config.batchSize, `a multiple of the world size ${worldSize} (each rank gets batch-size / world size)`);
-  }
-  const localBatch = config.batchSize / worldSize;
-
-  const dataOptions = { dataDir: config.dataDir, seed: config.seed, size: config.syntheticSize, imageSize: config.imageSize };
-  const train = loadDataset(config.dataset, { ...dataOptions, split: 'train' });
-  const test = loadDataset(config.dataset, { ...dataOptions, split: 'test', size: Math.max(16, Math.round(config.syntheticSize / 4)) });
-  if (localBatch > train.length) {
-    throw invalidValue('--batch-size', config.batchSize, `at most the training set size ${train.length} per rank`);
-  }
-
-  const defaults = methodClass.optimDefaults;
-  const optimizer = config.optimizer ?? defaults.optimizer;
-  const lr = config.lr ?? defaults.lr;
-  const classifierLr = config.classifierLr ?? defaults.classifierLr;
-  const weightDecay = config.weightDecay ?? defaults.weightDecay;
-  const warmupEpochs = config.warmupEpochs ?? config.epochs / 10;
-  const cifarStem = config.cifarStem ?? Math.min(train.height, train.width) <= 64;
+  const localBatch = localBatchSize(config, worldSize, train.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-
-  const rng = new Rng(config.seed);
-  const method = new methodClass({
-    createBackbone: (r) => createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r }),
-    numClasses: train.numClasses,
-    rng,
-    args: methodArgs,
-  });
+  const method = experiment.createMethod();
   method.group = strategy.group;
-  const views = viewsFor(methodClass.viewRecipe, train);
   const loader = new MultiViewLoader({
     dataset: train,
-    views,
+    views: experiment.views,
     batchSize: localBatch,
-    sampler: new RandomSampler(train.length, config.seed),
+    sampler: strategy.sampler({ length: train.length, seed: config.seed, localBatch, dropLast: config.dropLast }),
     seed: config.seed,
-    dropLast: true,
+    dropLast: config.dropLast,
     workers: config.workers,
   });
   const task = new SslTask(
     method,
-    { optimizer, lr, classifierLr, weightDecay, momentum: config.momentum, larsEta: config.larsEta, larsClipLr: config.larsClipLr, warmupEpochs, warmupStartLr: config.warmupStartLr, minLr: config.minLr, globalBatch: config.batchSize },
+    { ...optim, globalBatch: config.batchSize },
     config.valEvery > 0
       ? {
           memory: sample(train, config.knnTrainSamples, config.seed + 1),
@@ -152,14 +227,10 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
 
   const resolved: Record<string, unknown> = {
     ...config,
-    optimizer,
-    lr,
-    classifierLr,
-    weightDecay,
-    warmupEpochs,
-    cifarStem,
+    ...optim,
+    cifarStem: experiment.cifarStem,
     runDir,
-    methodArgs,
+    methodArgs: experiment.methodArgs,
     worldSize,
     globalBatch: config.batchSize,
     localBatch,
@@ -177,6 +248,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const trainerOptions: TrainerOptions = {
     maxEpochs: config.epochs,
     maxSteps: config.maxSteps,
+    accumulateGradBatches: config.accumulateGradBatches,
     logEvery: config.logEvery,
     valEvery: config.valEvery,
     checkpointEvery: config.checkpointEvery,

@@ -1,8 +1,8 @@
-import { tf, type Scalar } from '../core/tf.js';
+import { tf, type Scalar, type Tensor } from '../core/tf.js';
 import type { EvalTransform } from '../data/augment.js';
-import type { ImageDataset } from '../data/dataset.js';
+import { subset, type ImageDataset } from '../data/dataset.js';
 import type { MultiViewBatch } from '../data/loader.js';
-import { extractFeatures } from '../eval/features.js';
+import { extractFeatures, type ExtractedFeatures } from '../eval/features.js';
 import { weightedKnn } from '../eval/knn.js';
 import { createOptimizer, scaleLearningRate, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
@@ -93,14 +93,35 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
     return this.method.stepLogs();
   }
 
+  /**
+   * Features and logits of `dataset` in eval mode. With several ranks each extracts a
+   * contiguous shard (padded to equal size) and the shards are all-gathered, so every rank
+   * ends with the features of the whole set, in order.
+   */
+  private extract(dataset: ImageDataset, v: ValidationSettings): ExtractedFeatures {
+    const group = this.method.group;
+    if (!group || group.worldSize === 1) return extractFeatures(this.method, dataset, v.transform, v.batchSize);
+    const per = Math.ceil(dataset.length / group.worldSize);
+    const start = group.rank * per;
+    const shard = subset(dataset, Int32Array.from({ length: per }, (_, i) => Math.min(start + i, dataset.length - 1)));
+    const local = extractFeatures(this.method, shard, v.transform, v.batchSize);
+    const gather = (t: Tensor): Tensor => {
+      const columns = t.shape[1] ?? 1;
+      const all = group.allGather(t.dataSync() as Float32Array);
+      t.dispose();
+      return tf.tensor2d(all.subarray(0, dataset.length * columns), [dataset.length, columns]);
+    };
+    return { features: gather(local.features), logits: gather(local.logits), labels: dataset.labels };
+  }
+
   /** kNN top-1/top-5 (`knn_acc1`, `knn_acc5`) and online linear top-1/top-5 (`acc1`, `acc5`). */
   async validate(): Promise<Record<string, number>> {
     const v = this.validation;
     if (!v) return {};
     this.method.eval();
     try {
-      const memory = extractFeatures(this.method, v.memory, v.transform, v.batchSize);
-      const val = extractFeatures(this.method, v.val, v.transform, v.batchSize);
+      const memory = this.extract(v.memory, v);
+      const val = this.extract(v.val, v);
       const knn = weightedKnn(memory.features, memory.labels, val.features, val.labels, {
         k: v.knnK,
         temperature: v.knnTemperature,

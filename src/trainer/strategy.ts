@@ -1,6 +1,17 @@
 import type { Module } from '../core/module.js';
 import type { Tensor } from '../core/tf.js';
+import { RandomSampler, type Sampler } from '../data/sampler.js';
 import { SingleProcessGroup, type ProcessGroup } from '../distributed/process-group.js';
+
+/** What a strategy needs to make the training sampler. */
+export interface SamplerOptions {
+  /** Dataset size. */
+  length: number;
+  seed: number;
+  /** Samples per batch on this process. */
+  localBatch: number;
+  dropLast: boolean;
+}
 
 /** Injection token of the {@link Strategy}. */
 export const STRATEGY = Symbol.for('ssl-zoo.Strategy');
@@ -24,6 +35,8 @@ export interface Strategy {
   reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Record<string, Tensor>;
   /** Averages scalar metrics over ranks (for logging). */
   reduceMetrics(values: Record<string, number>): Record<string, number>;
+  /** The training sampler of this process (a shard of the epoch's permutation under DDP). */
+  sampler(options: SamplerOptions): Sampler;
   barrier(): void;
   teardown(): void;
 }
@@ -39,6 +52,9 @@ export class SingleDeviceStrategy implements Strategy {
   }
   reduceMetrics(values: Record<string, number>): Record<string, number> {
     return values;
+  }
+  sampler(options: SamplerOptions): Sampler {
+    return new RandomSampler(options.length, options.seed);
   }
   barrier(): void {}
   teardown(): void {}

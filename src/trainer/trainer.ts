@@ -13,8 +13,13 @@ export const TRAINER_OPTIONS = Symbol.for('ssl-zoo.TrainerOptions');
 
 export interface TrainerOptions {
   maxEpochs: number;
-  /** Stop after this many optimizer steps in total (smoke runs); the schedule still spans it. */
+  /** Stop after this many optimizer steps in total (smoke runs); the schedule still spans the epochs. */
   maxSteps?: number;
+  /**
+   * Batches whose gradients are averaged locally before one gradient sync and one optimizer
+   * step (Lightning's accumulate_grad_batches; default 1).
+   */
+  accumulateGradBatches?: number;
   /** Log training metrics every this many steps. */
   logEvery: number;
   /** Validate every this many epochs (and always after the last). 0 disables validation. */
@@ -61,7 +66,9 @@ export class Trainer {
   async fit<B>(module: TrainingModule<B>, data: DataSource<B>): Promise<FitResult> {
     const started = Date.now();
     const { maxEpochs, maxSteps } = this.options;
-    const stepsPerEpoch = data.numBatches();
+    const batchesPerEpoch = data.numBatches();
+    const accumulate = this.options.accumulateGradBatches ?? 1;
+    const stepsPerEpoch = Math.ceil(batchesPerEpoch / accumulate);
     // The schedule (lr, EMA tau) always spans the configured epochs; maxSteps only stops
     // early, so an interrupted run and its resumption follow the same schedule.
     const totalSteps = maxEpochs * stepsPerEpoch;
@@ -85,14 +92,18 @@ export class Trainer {
       for (const c of callbacks) c.onFitStart?.(progress);
       while (progress.epoch < maxEpochs && progress.step < stopAt) {
         let last = Date.now();
+        let pending: Accumulated | undefined;
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
-          const lrs = scheduler.apply(progress.step);
-          const metrics = this.trainStep(module, optimizer, batch, variables);
-          progress.step++;
+          pending = this.accumulate(module, batch, variables, pending);
           progress.batchInEpoch++;
+          if (pending.count < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
+          const lrs = scheduler.apply(progress.step);
+          const metrics = this.applyStep(optimizer, pending, variables);
+          pending = undefined;
+          progress.step++;
           module.onTrainBatchEnd?.(progress);
           const now = Date.now();
-          metrics.images_per_sec = (data.batchSize * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
+          metrics.images_per_sec = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
           last = now;
           losses.push(metrics.loss);
           const logged = this.prefixed('train', { ...this.strategy.reduceMetrics(metrics), ...module.stepLogs?.(), ...lrsToMetrics(lrs) });
@@ -103,7 +114,7 @@ export class Trainer {
           for (const c of callbacks) c.onTrainBatchEnd?.(progress, logged);
           if (progress.step >= stopAt) break;
         }
-        const epochDone = progress.batchInEpoch >= stepsPerEpoch;
+        const epochDone = progress.batchInEpoch >= batchesPerEpoch;
         const finished = progress.step >= stopAt;
         const isLastEpoch = progress.epoch + 1 >= maxEpochs;
         const validateNow =
@@ -138,23 +149,42 @@ export class Trainer {
     return { progress, losses, validation, wallTimeSec };
   }
 
-  /** One optimizer step; returns this rank's metrics as numbers. */
-  private trainStep<B>(module: TrainingModule<B>, optimizer: TrainerOptimizer, batch: B, variables: Variable[]): Record<string, number> {
+  /** Adds one batch's gradients and metrics to the running sums (this rank only, no sync). */
+  private accumulate<B>(module: TrainingModule<B>, batch: B, variables: Variable[], into?: Accumulated): Accumulated {
     let metricTensors: Record<string, Tensor> = {};
     const { value, grads } = tf.variableGrads(() => {
       const out = module.trainingStep(batch);
       metricTensors = out.metrics;
       return out.loss;
     }, variables);
-    const reduced = this.strategy.reduceGradients(grads, variables);
-    optimizer.step(reduced);
-    tf.dispose([value, ...Object.values(reduced), ...Object.values(grads)]);
-    const metrics: Record<string, number> = {};
+    value.dispose();
+    const acc: Accumulated = into ?? { grads: {}, metrics: {}, count: 0 };
+    for (const [name, g] of Object.entries(grads)) {
+      const previous = acc.grads[name];
+      acc.grads[name] = previous ? tf.add(previous, g) : g;
+      if (previous) {
+        previous.dispose();
+        g.dispose();
+      }
+    }
     for (const [name, t] of Object.entries(metricTensors)) {
-      metrics[name] = t.dataSync()[0];
+      acc.metrics[name] = (acc.metrics[name] ?? 0) + t.dataSync()[0];
       t.dispose();
     }
-    return metrics;
+    acc.count++;
+    return acc;
+  }
+
+  /** Averages the accumulated gradients, syncs them through the strategy and steps. */
+  private applyStep(optimizer: TrainerOptimizer, acc: Accumulated, variables: Variable[]): Record<string, number> {
+    const local =
+      acc.count === 1
+        ? acc.grads
+        : Object.fromEntries(Object.entries(acc.grads).map(([name, g]) => [name, tf.tidy(() => tf.div(g, acc.count))]));
+    const reduced = this.strategy.reduceGradients(local, variables);
+    optimizer.step(reduced);
+    tf.dispose([...new Set([...Object.values(reduced), ...Object.values(local), ...Object.values(acc.grads)])]);
+    return Object.fromEntries(Object.entries(acc.metrics).map(([name, sum]) => [name, sum / acc.count]));
   }
 
   private prefixed(prefix: string, values: Record<string, number>): Record<string, number> {
@@ -196,6 +226,13 @@ export class Trainer {
       tf.dispose(Object.values(checkpoint.tensors));
     }
   }
+}
+
+/** Gradients and metrics summed over the batches of one optimizer step. */
+interface Accumulated {
+  grads: Record<string, Tensor>;
+  metrics: Record<string, number>;
+  count: number;
 }
 
 function lrsToMetrics(lrs: Record<string, number>): Record<string, number> {

@@ -1,0 +1,148 @@
+import type { Module } from '../core/module.js';
+import { tf, type Tensor } from '../core/tf.js';
+import type { Sampler } from '../data/sampler.js';
+import type { SamplerOptions, Strategy } from '../trainer/strategy.js';
+import type { ProcessGroup } from './process-group.js';
+import { DistributedSampler } from './sampler.js';
+import { convertSyncBatchNorm } from './sync-batchnorm.js';
+
+export interface DdpOptions {
+  /** Gradient bucket size in MiB (PyTorch's default 25). */
+  bucketCapMb?: number;
+  /** Replace every BatchNorm by SyncBatchNorm at setup (global-batch statistics). */
+  syncBatchNorm?: boolean;
+}
+
+/** Counts of collectives issued, for tests and diagnostics. */
+export interface DdpStats {
+  gradientAllReduces: number;
+  broadcasts: number;
+}
+
+/**
+ * Distributed data parallel (Lightning's `ddp` strategy) over a process group:
+ *
+ * - setup: optionally converts batch norms to SyncBatchNorm, then broadcasts every
+ *   parameter and buffer (including EMA targets and other state DDP would not see) from
+ *   rank 0, so every rank starts identical;
+ * - gradients: concatenated into ~`bucketCapMb` buckets (in parameter order) and averaged
+ *   with one all-reduce per bucket. The scale convention that makes this exact is
+ *   written once, in `collectives.ts`. A parameter with no gradient on this rank
+ *   contributes zeros, so the collectives never hang; one with no gradient on any rank is
+ *   left without one, as in a single process. The "has a gradient" flags travel in the
+ *   last bucket, so a model that fits one bucket costs one all-reduce per step;
+ * - `noSync(fn)`: inside, gradients are not reduced (accumulation, gradient cache).
+ */
+export class DdpStrategy implements Strategy {
+  readonly name = 'ddp';
+  readonly stats: DdpStats = { gradientAllReduces: 0, broadcasts: 0 };
+  private readonly bucketCapBytes: number;
+  private syncDisabled = false;
+
+  constructor(
+    readonly group: ProcessGroup,
+    private readonly options: DdpOptions = {},
+  ) {
+    this.bucketCapBytes = Math.max(1, (options.bucketCapMb ?? 25) * 1024 * 1024);
+  }
+
+  get isGlobalZero(): boolean {
+    return this.group.rank === 0;
+  }
+
+  setup(model: Module): void {
+    if (this.options.syncBatchNorm) convertSyncBatchNorm(model, this.group);
+    const state = [...model.namedParameters(), ...model.namedBuffers()].map(([, v]) => v);
+    for (const bucket of this.buckets(state.map((v) => v.size))) {
+      const flat = new Float32Array(bucket.size);
+      for (const { index, offset } of bucket.members) flat.set(state[index].dataSync(), offset);
+      this.group.broadcast(flat, 0);
+      this.stats.broadcasts++;
+      for (const { index, offset } of bucket.members) {
+        const v = state[index];
+        const values = tf.tensor(flat.subarray(offset, offset + v.size), v.shape, 'float32');
+        v.assign(v.dtype === 'float32' ? values : tf.cast(values, v.dtype));
+        values.dispose();
+      }
+    }
+  }
+
+  reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Record<string, Tensor> {
+    if (this.syncDisabled) return grads;
+    const sizes = variables.map((v) => v.size);
+    const buckets = this.buckets(sizes);
+    const hasGradient = new Float32Array(variables.length);
+    variables.forEach((v, i) => (hasGradient[i] = grads[(v as tf.Variable).name] ? 1 : 0));
+    const reduced: Record<string, Tensor> = {};
+    const flats = buckets.map((bucket, b) => {
+      const isLast = b === buckets.length - 1;
+      const flat = new Float32Array(bucket.size + (isLast ? variables.length : 0));
+      for (const { index, offset } of bucket.members) {
+        const g = grads[(variables[index] as tf.Variable).name];
+        if (g) flat.set(g.dataSync(), offset);
+      }
+      if (isLast) flat.set(hasGradient, bucket.size);
+      // The flags are averaged too: zero exactly when no rank had a gradient.
+      this.group.allReduce(flat, 'avg');
+      this.stats.gradientAllReduces++;
+      return flat;
+    });
+    const lastFlat = flats[flats.length - 1];
+    const lastBucket = buckets[buckets.length - 1];
+    buckets.forEach((bucket, b) => {
+      for (const { index, offset } of bucket.members) {
+        const v = variables[index] as tf.Variable;
+        if (lastFlat[lastBucket.size + index] === 0) continue; // no rank had a gradient
+        reduced[v.name] = tf.tensor(flats[b].subarray(offset, offset + v.size), v.shape, 'float32');
+      }
+    });
+    return reduced;
+  }
+
+  /** Runs `fn` with gradient reduction switched off (reduceGradients returns its input). */
+  noSync<T>(fn: () => T): T {
+    const previous = this.syncDisabled;
+    this.syncDisabled = true;
+    try {
+      return fn();
+    } finally {
+      this.syncDisabled = previous;
+    }
+  }
+
+  reduceMetrics(values: Record<string, number>): Record<string, number> {
+    const keys = Object.keys(values).sort();
+    const flat = Float32Array.from(keys.map((k) => values[k]));
+    this.group.allReduce(flat, 'avg');
+    return Object.fromEntries(keys.map((k, i) => [k, flat[i]]));
+  }
+
+  sampler(options: SamplerOptions): Sampler {
+    return new DistributedSampler({ ...options, rank: this.group.rank, worldSize: this.group.worldSize });
+  }
+
+  barrier(): void {
+    this.group.barrier();
+  }
+
+  teardown(): void {
+    this.group.close();
+  }
+
+  /** Consecutive tensors packed into buckets of at most the cap (a larger tensor gets its own). */
+  private buckets(sizes: number[]): Array<{ size: number; members: Array<{ index: number; offset: number }> }> {
+    const capElements = Math.max(1, Math.floor(this.bucketCapBytes / 4));
+    const out: Array<{ size: number; members: Array<{ index: number; offset: number }> }> = [];
+    let current = { size: 0, members: [] as Array<{ index: number; offset: number }> };
+    sizes.forEach((size, index) => {
+      if (current.members.length > 0 && current.size + size > capElements) {
+        out.push(current);
+        current = { size: 0, members: [] };
+      }
+      current.members.push({ index, offset: current.size });
+      current.size += size;
+    });
+    out.push(current);
+    return out;
+  }
+}
