@@ -71,7 +71,8 @@ export class TrainConfig {
   @IsOptional() @IsString() rendezvous?: string;
   /** `auto`: ddp when there is more than one rank. */
   @IsIn(['auto', 'single', 'ddp']) strategy: 'auto' | 'single' | 'ddp' = 'auto';
-  @IsBoolean() syncBatchnorm = false;
+  /** Global-batch batch norm across ranks: what makes W ranks equal one process. */
+  @IsBoolean() syncBatchnorm = true;
   @IsNumber() @IsPositive() bucketCapMb = 25;
   @IsInt() @Min(1) accumulateGradBatches = 1;
   /** Drop the last incomplete global batch of each epoch (else wrap around to fill it). */

@@ -2,9 +2,12 @@ import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
 import { UserError } from '../core/errors.js';
 import { methodNames } from '../methods/registry.js';
-import { buildConfig, parseMethodArg, readConfigFile, toCamel, type TrainConfigInput } from './config.js';
+import { existsSync } from 'node:fs';
+import { buildConfig, CONFIG_KEYS, parseMethodArg, readConfigFile, toCamel, type TrainConfig, type TrainConfigInput } from './config.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
+import { LOSS_CHECK_TOLERANCE } from '../distributed/loss-check.js';
 import { preflightDistributed, runTraining } from './train.js';
+import { formatVerifyResult, runVerify, runVerifyCase } from './verify.js';
 
 /** Exit code for user mistakes (bad flags, config, data, environment). */
 export const USER_ERROR_EXIT = 2;
@@ -26,13 +29,9 @@ function collectMethodArg(value: string, previous: Record<string, number> = {}):
   return { ...previous, [name]: n };
 }
 
-/** The `ssl-train` program (also used in-process by the CLI tests). */
-export function buildProgram(): Command {
-  const program = new Command('ssl-train')
-    .description('Self-supervised visual representation learning: pre-train SimCLR, Barlow Twins, BYOL, ... on one or many processes')
-    .showHelpAfterError(false)
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
-  program
+/** Adds every training option to `command` (the train command and `verify` share them). */
+function addTrainOptions(command: Command): Command {
+  return command
     .option('--config <file>', 'YAML recipe (e.g. configs/simclr-fashion-mnist.yaml); flags override it')
     .option('--method <name>', `method: ${methodNames().join(', ')} or a registered subclass`, 'simclr')
     .option('--method-arg <name=value>', 'method hyperparameter, repeatable (e.g. temperature=0.2)', collectMethodArg)
@@ -66,7 +65,7 @@ export function buildProgram(): Command {
     .option('--node-rank <n>', 'index of this node', numeric, 0)
     .option('--rendezvous <url>', 'how ranks meet: file:///shared/dir, tcp://host:port, redis://host:port (default: a fresh file store)')
     .option('--strategy <name>', 'auto, single or ddp (auto: ddp with more than one rank)', 'auto')
-    .addOption(new Option('--sync-batchnorm <bool>', 'batch norm with global-batch statistics across ranks').default(false).argParser(boolean))
+    .addOption(new Option('--sync-batchnorm <bool>', 'batch norm with global-batch statistics across ranks (needed for exactness)').default(true).argParser(boolean))
     .option('--bucket-cap-mb <x>', 'DDP gradient bucket size in MiB', numeric, 25)
     .option('--accumulate-grad-batches <n>', 'batches per optimizer step (one gradient sync per step)', numeric, 1)
     .addOption(new Option('--drop-last <bool>', 'drop the incomplete last global batch of an epoch').default(true).argParser(boolean))
@@ -77,29 +76,79 @@ export function buildProgram(): Command {
     .option('--knn-temperature <x>', 'kNN vote temperature', numeric, 0.07)
     .option('--knn-train-samples <n>', 'training images in the kNN memory (0: all)', numeric, 10000)
     .option('--val-samples <n>', 'validation images to evaluate (0: all)', numeric, 0)
-    .option('--workers <n>', 'augmentation worker threads (0: none)', numeric, 1)
-    .action(async (_opts: Record<string, unknown>, command: Command) => {
-      const config = resolveTrainConfig(command);
-      const worker = workerEnv();
-      const nprocs = config.gpus ?? config.devices;
-      if (!worker && nprocs * config.numNodes > 1) {
-        preflightDistributed(config, nprocs);
-        process.exitCode = await launchWorkers({
-          nprocs,
-          numNodes: config.numNodes,
-          nodeRank: config.nodeRank,
-          rendezvous: config.rendezvous,
-          script: process.argv[1],
-          args: process.argv.slice(2),
-          envFor: config.gpus ? (localRank) => ({ CUDA_VISIBLE_DEVICES: String(localRank) }) : undefined,
-        });
-        return;
+    .option('--workers <n>', 'augmentation worker threads (0: none)', numeric, 1);
+}
+
+/** Launches `nprocs` workers running this same command line; resolves to the exit code. */
+function launch(config: TrainConfig, nprocs: number, splitsBatch = true): Promise<number> {
+  preflightDistributed(config, nprocs, splitsBatch);
+  return launchWorkers({
+    nprocs,
+    numNodes: config.numNodes,
+    nodeRank: config.nodeRank,
+    rendezvous: config.rendezvous,
+    script: process.argv[1],
+    args: process.argv.slice(2),
+    envFor: config.gpus ? (localRank) => ({ CUDA_VISIBLE_DEVICES: String(localRank) }) : undefined,
+  });
+}
+
+/** The `ssl-train` program (also used in-process by the CLI tests). */
+export function buildProgram(): Command {
+  const program = new Command('ssl-train')
+    .description('Self-supervised visual representation learning: pre-train SimCLR, Barlow Twins, BYOL, ... on one or many processes')
+    .showHelpAfterError(false)
+    .enablePositionalOptions()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  addTrainOptions(program).action(async (_opts: Record<string, unknown>, command: Command) => {
+    const config = resolveTrainConfig(command);
+    const worker = workerEnv();
+    const nprocs = config.gpus ?? config.devices;
+    if (!worker && nprocs * config.numNodes > 1) {
+      process.exitCode = await launch(config, nprocs);
+      return;
+    }
+    const result = await runTraining(config, { worker });
+    if (!worker || worker.rank === 0) {
+      process.stdout.write(`${JSON.stringify({ runDir: result.runDir, step: result.fit.progress.step, ...result.fit.validation })}\n`);
+    }
+  });
+
+  const verify = new Command('verify')
+    .description('check that distributed training is exact here: W ranks vs one process on the same global batch (or the losses against a reference case)')
+    .option('--steps <k>', 'optimizer steps to compare', numeric, 3)
+    .option('--tolerance <x>', 'largest relative difference allowed (with --case: 1e-4 of the largest gradient entry)', numeric, 1e-5)
+    .option('--case <file>', 'check the loss functions against a reference case (ssl-loss-oracle/1 JSON) instead');
+  addTrainOptions(verify).action(async (opts: Record<string, unknown>, command: Command) => {
+    const config = resolveTrainConfig(command);
+    const steps = opts.steps as number;
+    const tolerance = opts.tolerance as number;
+    if (!Number.isInteger(steps) || steps < 1) throw new UserError(`--steps: ${JSON.stringify(steps)} is not allowed; expected an integer >= 1`);
+    if (typeof tolerance !== 'number' || !(tolerance > 0)) throw new UserError(`--tolerance: ${JSON.stringify(tolerance)} is not allowed; expected a number > 0`);
+    const worker = workerEnv();
+    const nprocs = config.gpus ?? config.devices;
+    if (!worker && nprocs * config.numNodes > 1) {
+      if (typeof opts.case === 'string' && !existsSync(opts.case)) throw new UserError(`--case: file ${opts.case} does not exist`);
+      process.exitCode = await launch(config, nprocs, typeof opts.case !== 'string');
+      return;
+    }
+    if (typeof opts.case === 'string') {
+      const caseTolerance = command.getOptionValueSource('tolerance') === 'default' ? LOSS_CHECK_TOLERANCE : tolerance;
+      const out = await runVerifyCase(config, opts.case, caseTolerance, worker);
+      if (out) {
+        process.stdout.write(`${out.text}\n`);
+        if (!out.passed) process.exitCode = 1;
       }
-      const result = await runTraining(config, { worker });
-      if (!worker || worker.rank === 0) {
-        process.stdout.write(`${JSON.stringify({ runDir: result.runDir, step: result.fit.progress.step, ...result.fit.validation })}\n`);
-      }
-    });
+      return;
+    }
+    const result = await runVerify(config, steps, tolerance, worker);
+    if (result) {
+      process.stdout.write(`${formatVerifyResult(result, config.method)}\n`);
+      if (!result.passed) process.exitCode = 1;
+    }
+  });
+  program.addCommand(verify);
+  verify.exitOverride();
   program.exitOverride();
   return program;
 }
@@ -110,7 +159,7 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
   const fromFile: TrainConfigInput = typeof opts.config === 'string' ? readConfigFile(opts.config) : {};
   const merged: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(opts)) {
-    if (key === 'config' || key === 'methodArg' || value === undefined) continue;
+    if (key === 'config' || key === 'methodArg' || value === undefined || !CONFIG_KEYS.includes(key)) continue;
     if (command.getOptionValueSource(key) === 'default' && toCamel(key) in fromFile) continue;
     merged[key] = value;
   }

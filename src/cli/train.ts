@@ -76,9 +76,10 @@ function sample(ds: ImageDataset, n: number, seed: number): ImageDataset {
 
 /**
  * Checks, before any worker is spawned, what would otherwise fail on every rank: a GPU
- * request without a GPU backend, a batch that does not split evenly, a missing Gloo addon.
+ * request without a GPU backend, a batch that does not split evenly (when the command
+ * splits one), a missing Gloo addon.
  */
-export function preflightDistributed(config: TrainConfig, nprocs: number): void {
+export function preflightDistributed(config: TrainConfig, nprocs: number, splitsBatch = true): void {
   const worldSize = nprocs * config.numNodes;
   if (config.gpus !== undefined && !tensorflowGpuInstalled()) {
     throw new UserError(
@@ -86,7 +87,7 @@ export function preflightDistributed(config: TrainConfig, nprocs: number): void 
     );
   }
   if (config.strategy === 'single') throw invalidValue('--strategy', 'single', `ddp or auto with ${worldSize} ranks`);
-  if (config.batchSize % worldSize !== 0) {
+  if (splitsBatch && config.batchSize % worldSize !== 0) {
     throw invalidValue('--batch-size', config.batchSize, `a multiple of the world size ${worldSize} (each rank gets batch-size / world size)`);
   }
   if (!isGlooAvailable()) loadGlooAddon(); // throws the user error that says how to install it

@@ -41,11 +41,13 @@ export interface BarlowTwinsTerms {
  *
  * - `z1`, `z2`: `[B, D]` embeddings of the two views. Returns a scalar `[]`, the global loss
  *   (the same value on every rank).
- * - Global parts: the column sums for the mean, the centred sums of squares for the
- *   variance and the cross-product `z1nᵀ z2n` are partial sums over local rows passed
- *   through `sumOverRanks`, so with W ranks the statistics and the gradient are exact.
- *
- * `group`: world size 1 / undefined only for now (W > 1 throws `GatherNotImplementedError`).
+ * - `group` (W ranks, B local rows each, N = W·B): the column sums for the mean, the centred
+ *   sums of squares for the variance and the cross-product `z1nᵀ z2n` are partial sums over
+ *   local rows passed through `sumOverRanks` (differentiable all-reduce SUM), so the
+ *   statistics are those of the global batch and the gradient is exact. Every rank returns
+ *   the global loss; each rank's gradient on its rows is then W × the global gradient's rows,
+ *   which DDP's averaging divides back out (scale convention: src/distributed/collectives.ts).
+ *   Three collectives forward, three backward.
  */
 export function barlowTwinsLoss(
   z1: tf.Tensor2D,
@@ -74,8 +76,12 @@ export function barlowTwinsLossWithTerms(
   const layout = batchLayout('barlowTwinsLoss', z1.shape[0], group);
   return tf.tidy(() => {
     const n = layout.globalBatch;
-    const z1n = standardizeColumns(z1, eps, layout);
-    const z2n = standardizeColumns(z2, eps, layout);
+    const d = z1.shape[1];
+    // Columns are standardised independently: both views at once, one collective per pass.
+    const [z1n, z2n] = tf.split(standardizeColumns(tf.concat([z1, z2], 1), eps, layout), [d, d], 1) as [
+      tf.Tensor2D,
+      tf.Tensor2D,
+    ];
     const c = tf.div(sumOverRanks(tf.matMul(z1n, z2n, true, false), layout), n) as tf.Tensor2D; // [D, D]
     const onDiag = tf.sum(tf.square(tf.sub(1, diagonal(c)))) as Scalar;
     const offDiag = offDiagonalSumOfSquares(c);

@@ -18,7 +18,7 @@ import { checkPair, rowCosine } from './ops.js';
  *
  * `group`: BYOL needs no global batch: each rank's loss is the mean over its B local samples,
  * and the mean over ranks of those is the global mean (equal B per rank), so any world size
- * is already correct (DESIGN.md contract 3); the group is only read for its size.
+ * is already correct (scale convention: src/distributed/collectives.ts); no collective runs.
  */
 export function byolLoss(
   p1: tf.Tensor2D,
@@ -30,7 +30,7 @@ export function byolLoss(
   checkPair('byolLoss', ['p1', 'p2'], p1, p2);
   checkPair('byolLoss', ['z1', 'z2'], z1, z2);
   checkPair('byolLoss', ['p1', 'z1'], p1, z1);
-  batchLayout('byolLoss', p1.shape[0], group, false); // per-sample loss: no collective at any W
+  batchLayout('byolLoss', p1.shape[0], group); // validates the group; no collective at any W
   return tf.tidy(() => {
     const cos1 = rowCosine(p1, detach(z2)); // [B]
     const cos2 = rowCosine(p2, detach(z1)); // [B]

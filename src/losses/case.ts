@@ -11,7 +11,6 @@ import { tf, type Scalar, type Tensor } from '../core/tf.js';
 import type { ProcessGroup } from '../distributed/process-group.js';
 import { barlowTwinsLoss } from './barlow-twins.js';
 import { byolLoss } from './byol.js';
-import { GatherNotImplementedError } from './global-batch.js';
 import { ntXentLoss } from './nt-xent.js';
 import { vicregLoss } from './vicreg.js';
 
@@ -308,6 +307,8 @@ export interface LossCheckResult {
   /** The mean over ranks of the per-rank losses (float32), and the case's global loss. */
   value?: number;
   expected?: number;
+  /** Every rank's loss, in rank order (float32). */
+  rankValues?: number[];
   /** |value − expected| / max(|expected|, 1e-6). */
   lossError?: number;
   /** max |grad/W − expected| over all rows / max |expected grad entry| (all inputs). */
@@ -319,10 +320,19 @@ export interface LossCheckResult {
   rankLossError?: number;
 }
 
+/**
+ * The outcome of a whole case on W ranks. Errors are reduced (max) over ranks, so every field
+ * but `rank` is the same on every rank.
+ */
 export interface LossCaseReport {
   source: string;
+  /** The rank that produced this copy of the report. */
   rank: number;
   worldSize: number;
+  /** B = N / W: rank r held rows `r·B .. r·B + B − 1`. */
+  rowsPerRank: number;
+  /** The case's `distributed.world_size` (per-rank losses are compared only when it equals W). */
+  caseWorldSize?: number;
   tolerance: number;
   results: LossCheckResult[];
   /** True when no implemented loss failed (skipped ones do not count). */
@@ -347,7 +357,7 @@ const REL_FLOOR = 1e-6;
  * losses with `losses.<name>.loss` and its gradient divided by W (DDP averaging) with the
  * matching rows of `losses.<name>.grad` (see shared/loss-case.md). With W > 1 every rank must
  * call this with the same case and options (it runs collectives to combine the errors).
- * Losses ssl-zoo does not implement, or cannot yet run at this world size, are skipped.
+ * Losses ssl-zoo does not implement are skipped.
  */
 export function checkLossCase(
   lossCase: LossCase,
@@ -360,8 +370,8 @@ export function checkLossCase(
   const rank = group?.rank ?? 0;
   if (lossCase.N % worldSize !== 0) {
     throw new UserError(
-      `loss case ${lossCase.source}: N = ${lossCase.N} rows cannot be split over ${worldSize} processes; ` +
-        'use a number of processes that divides N',
+      `loss case ${lossCase.source}: N = ${lossCase.N} rows cannot be split evenly over W = ${worldSize} ` +
+        `processes (--devices ${worldSize}); use a number of processes that divides N`,
     );
   }
   const b = lossCase.N / worldSize;
@@ -373,18 +383,10 @@ export function checkLossCase(
       continue;
     }
     const spec: LossSpec = SPECS[name];
-    let local: { value: number; grads: Float32Array[] };
-    try {
-      local = evaluate(lossCase, spec, rank * b, b, withGradients, group);
-    } catch (err) {
-      if (err instanceof GatherNotImplementedError) {
-        results.push({ name, status: 'skipped', passed: false, reason: err.message });
-        continue;
-      }
-      throw err;
-    }
+    const local = evaluate(lossCase, spec, rank * b, b, withGradients, group);
     const expected = entry.loss;
-    const value = reduceOverRanks([local.value], 'avg', group)[0];
+    const rankValues = gatherOverRanks(local.value, group);
+    const value = rankValues.reduce((a, v) => a + v, 0) / worldSize;
     const errors: number[] = [Math.abs(value - expected) / Math.max(Math.abs(expected), REL_FLOOR)];
     if (withGradients) {
       let refMax = 0;
@@ -408,7 +410,15 @@ export function checkLossCase(
       errors.push(Math.abs(local.value - ref) / Math.max(Math.abs(ref), REL_FLOOR));
     }
     const worst = reduceOverRanks(errors, 'max', group);
-    const result: LossCheckResult = { name, status: 'failed', passed: false, value, expected, lossError: worst[0] };
+    const result: LossCheckResult = {
+      name,
+      status: 'failed',
+      passed: false,
+      value,
+      expected,
+      rankValues,
+      lossError: worst[0],
+    };
     if (withGradients) result.gradError = worst[1];
     if (perRank) result.rankLossError = worst[worst.length - 1];
     result.passed = worst.every((e) => e <= tolerance);
@@ -419,6 +429,8 @@ export function checkLossCase(
     source: lossCase.source,
     rank,
     worldSize,
+    rowsPerRank: b,
+    ...(lossCase.distributed ? { caseWorldSize: lossCase.distributed.worldSize } : {}),
     tolerance,
     results,
     passed: results.every((r) => r.status !== 'failed'),
@@ -460,10 +472,20 @@ function evaluate(
   }
 }
 
-/** Element-wise avg/max of small arrays over ranks (plain, non-differentiable collective). */
-function reduceOverRanks(values: number[], op: 'avg' | 'max', group: ProcessGroup | undefined): number[] {
-  if (!group || group.worldSize === 1) return values;
-  const buf = Float32Array.from(values);
+/**
+ * Element-wise max of small arrays of errors over ranks (plain, non-differentiable
+ * collective). NaN counts as +Infinity, so a rank with a NaN error fails everywhere.
+ */
+function reduceOverRanks(values: number[], op: 'max', group: ProcessGroup | undefined): number[] {
+  const safe = values.map((v) => (Number.isNaN(v) ? Infinity : v));
+  if (!group || group.worldSize === 1) return safe;
+  const buf = Float32Array.from(safe);
   group.allReduce(buf, op);
   return Array.from(buf);
+}
+
+/** Every rank's `value`, in rank order. */
+function gatherOverRanks(value: number, group: ProcessGroup | undefined): number[] {
+  if (!group || group.worldSize === 1) return [value];
+  return Array.from(group.allGather(Float32Array.of(value)));
 }

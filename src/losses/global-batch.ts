@@ -3,32 +3,21 @@
  * the global batch (N = W·B rows over W ranks) goes through {@link gatherRows} or
  * {@link sumOverRanks}, and the rank bookkeeping (offsets) through {@link BatchLayout}.
  *
- * DESIGN.md, "The distributed contract":
- * - contract 2 (gather only inside the loss): NT-Xent gathers its candidates with
- *   `gatherRows`; local row i's positive and self columns sit at `offset + i` per view block.
- * - contract 3 (scales): each rank's loss is the mean over its *local* anchors/samples (or,
- *   for batch-statistics losses, the global loss itself), so that `mean_r loss_r` is the
- *   global loss; with SUM-backward collectives every rank's gradient on its local rows is
- *   W × the global gradient, and DDP's gradient *averaging* divides the W back out.
- * - contract 4 (global statistics): Barlow Twins and VICReg build means, variances and
- *   cross-correlations from sums passed through `sumOverRanks` (differentiable all-reduce).
+ * With W > 1 the two functions are the differentiable collectives of
+ * `src/distributed/collectives.ts` (`allGather`, backward reduce-scatter SUM; `allReduceSum`,
+ * backward all-reduce SUM); with no group or W = 1 they are the identity.
  *
- * Today only one process is implemented: with W = 1 both collectives are the identity, and
- * {@link batchLayout} throws {@link GatherNotImplementedError} for W > 1. Implementing the
- * distributed path means: make `batchLayout` accept W > 1 and route the two functions to
- * the differentiable collectives of `src/distributed` (allGather with reduce-scatter-SUM
- * backward; allReduce-SUM with allReduce-SUM backward). Nothing else in the losses changes.
+ * Scales: see "Scale convention" in src/distributed/collectives.ts (the one place it is
+ * written down). What each loss returns on rank r, so that `mean_r loss_r` is the global loss
+ * as a function of every rank's inputs (the condition that convention needs):
+ * - NT-Xent: the mean over its 2B local anchors (against all 2N gathered candidates);
+ * - BYOL: the mean over its B local samples (no collective);
+ * - Barlow Twins: the global loss itself (built from all-reduced sums; equal on every rank);
+ * - VICReg: `simWeight` × MSE over its local rows + the global variance and covariance terms.
  */
+import { allGather, allReduceSum } from '../distributed/collectives.js';
 import type { ProcessGroup } from '../distributed/process-group.js';
 import type { tf } from '../core/tf.js';
-
-/** Thrown by a loss that needs the global batch when called with more than one process. */
-export class GatherNotImplementedError extends Error {
-  constructor(fn: string, worldSize: number) {
-    super(`${fn}: world size ${worldSize}: gathering across processes is not implemented yet (only world size 1)`);
-    this.name = 'GatherNotImplementedError';
-  }
-}
 
 /** Where this rank's rows sit in the global batch. */
 export interface BatchLayout {
@@ -45,20 +34,15 @@ export interface BatchLayout {
 }
 
 /**
- * The layout of a batch of `localBatch` rows per view on this rank. `needsGlobalBatch`:
- * whether the caller will use {@link gatherRows}/{@link sumOverRanks} (those throw
- * {@link GatherNotImplementedError} for W > 1 until the distributed path exists); a loss
- * that is a mean of per-sample terms (BYOL) works unchanged for any W.
+ * The layout of a batch of `localBatch` rows per view on this rank (every rank must pass the
+ * same B: the sampler makes per-rank batches equal). `fn` names the caller in messages.
  */
-export function batchLayout(
-  fn: string,
-  localBatch: number,
-  group: ProcessGroup | undefined,
-  needsGlobalBatch = true,
-): BatchLayout {
+export function batchLayout(fn: string, localBatch: number, group: ProcessGroup | undefined): BatchLayout {
   const worldSize = group?.worldSize ?? 1;
   const rank = group?.rank ?? 0;
-  if (worldSize > 1 && needsGlobalBatch) throw new GatherNotImplementedError(fn, worldSize);
+  if (!(Number.isInteger(worldSize) && worldSize >= 1 && Number.isInteger(rank) && rank >= 0 && rank < worldSize)) {
+    throw new RangeError(`${fn}: invalid process group (rank ${rank} of world size ${worldSize})`);
+  }
   return {
     group,
     rank,
@@ -70,20 +54,21 @@ export function batchLayout(
 }
 
 /**
- * Rows of every rank concatenated in rank order: `[B, D] -> [N, D]` (differentiable: the
- * backward pass sums the incoming gradient over ranks and keeps this rank's slice).
- * World size 1: `x` itself.
+ * Rows of every rank concatenated in rank order: `[B, D] -> [N, D]` (rows `r·B .. r·B+B−1`
+ * come from rank r). Differentiable: the backward pass sums the incoming gradient over ranks
+ * and keeps this rank's slice (`allGather`). World size 1: `x` itself.
  */
 export function gatherRows(x: tf.Tensor2D, layout: BatchLayout): tf.Tensor2D {
   if (layout.worldSize === 1) return x;
-  throw new GatherNotImplementedError('gatherRows', layout.worldSize);
+  return allGather(x, layout.group) as tf.Tensor2D;
 }
 
 /**
- * Element-wise sum over ranks of a partial sum (any shape; differentiable: the backward pass
- * all-reduces the incoming gradient with SUM). World size 1: `x` itself.
+ * Element-wise sum over ranks of a partial sum (any shape, same on every rank).
+ * Differentiable: the backward pass all-reduces the incoming gradient with SUM
+ * (`allReduceSum`). World size 1: `x` itself.
  */
 export function sumOverRanks<T extends tf.Tensor>(x: T, layout: BatchLayout): T {
   if (layout.worldSize === 1) return x;
-  throw new GatherNotImplementedError('sumOverRanks', layout.worldSize);
+  return allReduceSum(x, layout.group) as T;
 }

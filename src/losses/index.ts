@@ -13,13 +13,7 @@ export {
 export { byolLoss } from './byol.js';
 export { vicregLoss, vicregLossWithTerms, VICREG_DEFAULTS, type VicregOptions, type VicregTerms } from './vicreg.js';
 export { l2NormalizeRows, rowCosine } from './ops.js';
-export {
-  batchLayout,
-  gatherRows,
-  sumOverRanks,
-  GatherNotImplementedError,
-  type BatchLayout,
-} from './global-batch.js';
+export { batchLayout, gatherRows, sumOverRanks, type BatchLayout } from './global-batch.js';
 export {
   LOSS_CASE_FORMAT,
   CASE_LOSS_NAMES,

@@ -33,7 +33,10 @@ export const MASKED_LOGIT = -1e9;
  *   positive is offset + i and the self column N + offset + i (offset = rank·B).
  * - Returns the mean over the 2B local anchors of the cross-entropy: a scalar `[]`.
  *
- * `group`: world size 1 / undefined only for now (W > 1 throws `GatherNotImplementedError`).
+ * `group` (W > 1): candidates are gathered with `gatherRows` (differentiable all-gather whose
+ * backward sums over ranks), so each rank's gradient on its rows is W × the global loss's;
+ * DDP's averaging divides it back out (scale convention: src/distributed/collectives.ts).
+ * Two collectives forward (one per view), two backward.
  */
 export function ntXentLoss(
   z1: tf.Tensor2D,

@@ -48,11 +48,13 @@ export interface VicregTerms {
  * and `C = zcᵀ zc / (N − 1)` `[D, D]` over the global batch (N = W·B ≥ 2).
  *
  * - `z1`, `z2`: `[B, D]` embeddings of the two views. Returns a scalar `[]`.
- * - Per rank: the invariance term is the mean over *local* rows (the mean over ranks is the
- *   global MSE); the variance and covariance terms are global, from the column sums and the
- *   centred cross-products `zcᵀ zc` passed through `sumOverRanks` (var = diag(C)).
- *
- * `group`: world size 1 / undefined only for now (W > 1 throws `GatherNotImplementedError`).
+ * - Per rank (W ranks): the invariance term is the mean over *local* rows (the mean over
+ *   ranks is the global MSE); the variance and covariance terms are global, from the column
+ *   sums and the centred cross-products `zcᵀ zc` passed through `sumOverRanks`
+ *   (differentiable all-reduce SUM; var = diag(C)). So `mean_r loss_r` is the global loss and
+ *   each rank's gradient on its rows is W × the global gradient's rows, which DDP's averaging
+ *   divides back out (scale convention: src/distributed/collectives.ts).
+ *   Two collectives forward, two backward.
  */
 export function vicregLoss(
   z1: tf.Tensor2D,
@@ -92,8 +94,7 @@ export function vicregLossWithTerms(
   return tf.tidy(() => {
     const d = z1.shape[1];
     const invariance = tf.mean(tf.squaredDifference(z1, z2)) as Scalar;
-    const s1 = viewStatistics(z1, gamma, eps, layout);
-    const s2 = viewStatistics(z2, gamma, eps, layout);
+    const [s1, s2] = viewStatistics([z1, z2], gamma, eps, layout);
     const variance = tf.div(tf.add(s1.varianceHinge, s2.varianceHinge), 2) as Scalar;
     const covariance = tf.div(tf.add(s1.offDiagonal, s2.offDiagonal), d) as Scalar;
     const loss = tf.addN([
@@ -106,22 +107,28 @@ export function vicregLossWithTerms(
 }
 
 /**
- * One view's global statistics: `mean_j relu(γ − sqrt(C_jj + eps))` and `Σ_{i≠j} C_ij²`,
- * with `C = zcᵀ zc / (N − 1)` `[D, D]` built from all-reduced sums.
+ * Each view's global statistics: `mean_j relu(γ − sqrt(C_jj + eps))` and `Σ_{i≠j} C_ij²`,
+ * with `C = zcᵀ zc / (N − 1)` `[D, D]` built from all-reduced sums. Both views share each
+ * collective: the column sums `[2D]`, then the centred cross-products `[2, D, D]`.
  */
 function viewStatistics(
-  z: tf.Tensor2D,
+  views: [tf.Tensor2D, tf.Tensor2D],
   gamma: number,
   eps: number,
   layout: BatchLayout,
-): { varianceHinge: Scalar; offDiagonal: Scalar } {
+): Array<{ varianceHinge: Scalar; offDiagonal: Scalar }> {
   const n = layout.globalBatch;
-  const mean = tf.div(sumOverRanks(tf.sum(z, 0), layout), n); // [D]
-  const centred = tf.sub(z, mean); // [B, D]
-  const cov = tf.div(sumOverRanks(tf.matMul(centred, centred, true, false), layout), n - 1) as tf.Tensor2D; // [D, D]
-  const std = tf.sqrt(tf.add(diagonal(cov), eps)); // [D]
-  return {
-    varianceHinge: tf.mean(tf.relu(tf.sub(gamma, std))) as Scalar,
-    offDiagonal: offDiagonalSumOfSquares(cov),
-  };
+  const d = views[0].shape[1];
+  const both = tf.concat(views, 1); // [B, 2D]
+  const mean = tf.div(sumOverRanks(tf.sum(both, 0), layout), n); // [2D]
+  const [c1, c2] = tf.split(tf.sub(both, mean), [d, d], 1) as [tf.Tensor2D, tf.Tensor2D]; // [B, D] each
+  const local = tf.stack([tf.matMul(c1, c1, true, false), tf.matMul(c2, c2, true, false)]); // [2, D, D]
+  const covs = tf.unstack(tf.div(sumOverRanks(local, layout), n - 1)) as tf.Tensor2D[]; // [D, D] each
+  return covs.map((cov) => {
+    const std = tf.sqrt(tf.add(diagonal(cov), eps)); // [D]
+    return {
+      varianceHinge: tf.mean(tf.relu(tf.sub(gamma, std))) as Scalar,
+      offDiagonal: offDiagonalSumOfSquares(cov),
+    };
+  });
 }

@@ -3,7 +3,7 @@ import { tf } from '../../src/core/tf.js';
 import type { ProcessGroup } from '../../src/distributed/process-group.js';
 import { SingleProcessGroup } from '../../src/distributed/process-group.js';
 import {
-  GatherNotImplementedError,
+  batchLayout,
   MASKED_LOGIT,
   NT_XENT_DEFAULTS,
   ntXentLoss,
@@ -115,7 +115,11 @@ describe('losses/ntXentLoss', () => {
 
   it('puts self and positive columns at the rank offset (local anchors x global candidates)', () => {
     // Rank 1 of 2 with B = 2, N = 4: rows [z1_2, z1_3, z2_2, z2_3]; columns [Z1_0..3, Z2_0..3].
-    const layout: BatchLayout = { group: undefined, rank: 1, worldSize: 2, localBatch: 2, globalBatch: 4, offset: 2 };
+    const layout: BatchLayout = batchLayout('test', 2, groupOfSize(2, 1));
+    assert.deepEqual(
+      { rank: layout.rank, worldSize: layout.worldSize, localBatch: layout.localBatch, globalBatch: layout.globalBatch, offset: layout.offset },
+      { rank: 1, worldSize: 2, localBatch: 2, globalBatch: 4, offset: 2 },
+    );
     const { self, positive } = ntXentMasks(layout);
     const selfCols = (tf.cast(self, 'int32') as tf.Tensor2D).arraySync().map((r) => r.indexOf(1));
     const posCols = positive.arraySync().map((r) => r.indexOf(1));
@@ -124,7 +128,8 @@ describe('losses/ntXentLoss', () => {
     assert.deepEqual(posCols, [6, 7, 2, 3]);
   });
 
-  it('accepts a one-process group and refuses W > 1 until gathering exists', () => {
+  // W > 1 (real processes): tests/distributed/losses.test.ts.
+  it('accepts a one-process group (same value as no group)', () => {
     const rng = new Rng(5);
     tf.tidy(() => {
       const z1 = randn(rng, 3, 4);
@@ -132,7 +137,6 @@ describe('losses/ntXentLoss', () => {
       const a = ntXentLoss(z1, z2, { temperature: 0.2 }).dataSync()[0];
       const b = ntXentLoss(z1, z2, { temperature: 0.2 }, new SingleProcessGroup()).dataSync()[0];
       assert.equal(a, b);
-      assert.throws(() => ntXentLoss(z1, z2, { temperature: 0.2 }, groupOfSize(2)), GatherNotImplementedError);
     });
   });
 
