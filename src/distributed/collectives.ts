@@ -6,8 +6,12 @@
  *
  * Notation: W ranks, B local samples per rank, N = W·B.
  *
- * 1. Each rank's loss is the MEAN over its LOCAL anchors: loss_r = (1/B) Σ_{i local} l_i.
- *    The global loss is L = (1/N) Σ_i l_i = (1/W) Σ_r loss_r.
+ * 1. The ranks' losses AVERAGE to the global loss: (1/W) Σ_r loss_r = L, as a function of
+ *    every rank's inputs. For a loss that is a mean over anchors (NT-Xent, BYOL, VICReg's
+ *    invariance term) loss_r is the mean over r's LOCAL anchors: (1/B) Σ_{i local} l_i, and
+ *    L = (1/N) Σ_i l_i. A loss of global-batch statistics (Barlow Twins, VICReg's variance
+ *    and covariance terms) is computed from all-reduced statistics and every rank returns
+ *    the full global value, loss_r = L, which averages to L too.
  * 2. The backward of every collective here SUMS over ranks: {@link allGather} returns to
  *    rank r the sum over all ranks' losses of their gradient w.r.t. r's samples
  *    (reduce-scatter SUM); {@link allReduceSum} returns the all-reduced SUM of the incoming

@@ -1,0 +1,169 @@
+import { strict as assert } from 'node:assert';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tf } from '../../src/core/tf.js';
+import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
+import { CLI, runCli, tempDir } from '../helpers/run.js';
+
+/** Small setup with batch norm everywhere (mlp backbone, BN heads) so SyncBatchNorm matters. */
+const SMALL = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '192', '--workers', '0', '--val-every', '0'];
+const HEADS: Record<string, string[]> = {
+  simclr: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'],
+  barlow_twins: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'],
+  byol: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--method-arg', 'predHiddenDim=32'],
+};
+
+function checkpointTensors(runDir: string): Record<string, Float32Array> {
+  const ckpt = loadCheckpoint(join(runDir, 'checkpoints', 'last.ckpt'));
+  const out: Record<string, Float32Array> = {};
+  for (const [name, t] of Object.entries(ckpt.tensors)) if (name.startsWith('model/')) out[name] = Float32Array.from(t.dataSync() as Float32Array);
+  tf.dispose(Object.values(ckpt.tensors));
+  return out;
+}
+
+/** Largest per-tensor max|a - b| / max|b| over two checkpoints' models. */
+function worstRelative(a: Record<string, Float32Array>, b: Record<string, Float32Array>): number {
+  assert.deepEqual(Object.keys(a).sort(), Object.keys(b).sort());
+  let worst = 0;
+  for (const [name, ref] of Object.entries(b)) {
+    let diff = 0;
+    let scale = 0;
+    for (let i = 0; i < ref.length; i++) {
+      diff = Math.max(diff, Math.abs(a[name][i] - ref[i]));
+      scale = Math.max(scale, Math.abs(ref[i]));
+    }
+    worst = Math.max(worst, scale === 0 ? diff : diff / scale);
+  }
+  return worst;
+}
+
+function train(method: string, devices: number, extra: string[] = []): string {
+  const runDir = join(tempDir(), 'run');
+  const args = [...SMALL, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24', '--max-steps', '3', '--epochs', '2', '--warmup-epochs', '0', '--run-dir', runDir, ...extra];
+  const { status, stderr } = runCli(args, 120_000);
+  assert.equal(status, 0, stderr);
+  return runDir;
+}
+
+describe('data-parallel training equals one process on the global batch', function () {
+  this.timeout(300_000);
+
+  for (const method of ['simclr', 'barlow_twins', 'byol']) {
+    it(`${method}: a 2-rank training run (SyncBatchNorm) ends 3 steps with the one-process parameters and buffers`, () => {
+      const single = checkpointTensors(train(method, 1));
+      const ddp = checkpointTensors(train(method, 2));
+      assert.ok(worstRelative(ddp, single) < 1e-5, `worst relative difference ${worstRelative(ddp, single)}`);
+    });
+
+    for (const devices of [2, 3, 4]) {
+      it(`${method}: ssl-train verify --devices ${devices} passes (loss, gradients and parameters over 3 steps)`, () => {
+        const { status, stdout, stderr } = runCli(['verify', ...SMALL, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24'], 120_000);
+        assert.equal(status, 0, stdout + stderr);
+        assert.match(stdout, /PASSED: worst [0-9.e+-]+ <= tolerance 1\.00e-5/);
+        assert.equal(stdout.trim().split('\n').filter((l) => /^\d+\s/.test(l)).length, 3);
+      });
+    }
+  }
+
+  it('tiny_resnet (convolutions + 9 SyncBatchNorms): verify --devices 2 passes', () => {
+    const { status, stdout, stderr } = runCli(['verify', '--backbone', 'tiny_resnet', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '64', '--workers', '0', '--method', 'simclr', ...HEADS.simclr, '--devices', '2', '--batch-size', '16'], 120_000);
+    assert.equal(status, 0, stdout + stderr);
+  });
+
+  it('verify catches per-rank batch statistics (--sync-batchnorm false) and exits 1', () => {
+    const { status, stdout } = runCli(['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--sync-batchnorm', 'false'], 120_000);
+    assert.equal(status, 1);
+    assert.match(stdout, /FAILED: worst .* > tolerance/);
+  });
+
+  it('verify --case checks the losses on the shared example with 2 ranks', () => {
+    const shared = join(process.cwd(), '..', 'shared', 'loss-case-example.json');
+    assert.ok(existsSync(shared), `${shared} must exist (shared/ beside the repository)`);
+    const { status, stdout, stderr } = runCli(['verify', '--case', shared, '--devices', '2'], 60_000);
+    assert.equal(status, 0, stdout + stderr);
+    assert.match(stdout, /PASSED: 4 passed, 0 failed, 0 skipped/);
+  });
+
+  it('bucketed gradient all-reduce gives the same parameters as one bucket per tensor', () => {
+    const bucketed = checkpointTensors(train('simclr', 2));
+    const perTensor = checkpointTensors(train('simclr', 2, ['--bucket-cap-mb', '0.000001']));
+    assert.ok(worstRelative(perTensor, bucketed) < 1e-6);
+  });
+
+  it('ssl-train --method simclr --devices 2 trains end to end; only rank 0 writes the run directory', () => {
+    const runDir = join(tempDir(), 'run');
+    const { status, stdout, stderr } = runCli(['--method', 'simclr', '--devices', '2', ...SMALL.filter((a, i, all) => a !== '--val-every' && all[i - 1] !== '--val-every'), ...HEADS.simclr, '--batch-size', '32', '--epochs', '2', '--run-dir', runDir], 180_000);
+    assert.equal(status, 0, stderr);
+    const summary = JSON.parse(stdout.trim().split('\n').pop() as string) as Record<string, number>;
+    assert.ok(summary['val/knn_acc1'] > 0);
+    const config = JSON.parse(readFileSync(join(runDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    assert.equal(config.worldSize, 2);
+    assert.equal(config.localBatch, 16);
+    const steps = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number });
+    assert.equal(new Set(steps.map((s) => `${s.step}-${Object.keys(s).join()}`)).size, steps.length, 'each row logged once (rank 0 only)');
+    assert.ok(existsSync(join(runDir, 'checkpoints', 'last.ckpt')));
+  });
+
+  it('a killed rank makes the other exit with a clear error within the timeout, never a hang', async () => {
+    const store = tempDir('ssl-zoo-store-');
+    const runDir = join(tempDir(), 'run');
+    const args = [CLI, ...SMALL, ...HEADS.simclr, '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir];
+    const env = (rank: number) => ({ ...process.env, RANK: String(rank), WORLD_SIZE: '2', LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: '2', SSL_ZOO_RENDEZVOUS: `file://${store}` });
+    const survivor = spawn(process.execPath, args, { env: env(0), stdio: ['ignore', 'pipe', 'pipe'] });
+    const victim = spawn(process.execPath, args, { env: env(1), stdio: ['ignore', 'ignore', 'ignore'] });
+    let stderr = '';
+    survivor.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    let stdout = '';
+    survivor.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    // Wait until training runs (rank 0 prints its first step), then kill rank 1.
+    const started = Date.now();
+    while (!/step 1\//.test(stdout) && Date.now() - started < 60_000) await new Promise((r) => setTimeout(r, 100));
+    assert.match(stdout, /step 1\//, 'training started');
+    victim.kill('SIGKILL');
+    const killedAt = Date.now();
+    const code = await new Promise<number | null>((resolve) => {
+      const guard = setTimeout(() => {
+        survivor.kill('SIGKILL');
+        resolve(null);
+      }, 30_000);
+      survivor.on('exit', (c) => {
+        clearTimeout(guard);
+        resolve(c);
+      });
+    });
+    assert.notEqual(code, null, 'rank 0 hung');
+    assert.notEqual(code, 0);
+    assert.ok(Date.now() - killedAt < 15_000, `rank 0 took ${Date.now() - killedAt} ms to fail`);
+    assert.match(stderr, /gloo: .* failed on rank 0 of 2/);
+  });
+
+  it('the launcher stops the other ranks and exits non-zero when a rank dies', async () => {
+    const runDir = join(tempDir(), 'run');
+    const launcher = spawn(process.execPath, [CLI, ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    launcher.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    launcher.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const started = Date.now();
+    while (!/step 1\//.test(stdout) && Date.now() - started < 60_000) await new Promise((r) => setTimeout(r, 100));
+    const children = spawnSync('pgrep', ['-P', String(launcher.pid)], { encoding: 'utf8' }).stdout.trim().split('\n').map(Number);
+    assert.equal(children.length, 2, 'two workers');
+    process.kill(children[1], 'SIGKILL');
+    const code = await new Promise<number | null>((resolve) => {
+      const guard = setTimeout(() => {
+        launcher.kill('SIGKILL');
+        resolve(null);
+      }, 30_000);
+      launcher.on('exit', (c) => {
+        clearTimeout(guard);
+        resolve(c);
+      });
+    });
+    assert.notEqual(code, null, 'launcher hung');
+    assert.equal(code, 1);
+    assert.match(stderr, /rank 1 failed/);
+    const alive = spawnSync('pgrep', ['-P', String(launcher.pid)], { encoding: 'utf8' }).stdout.trim();
+    assert.equal(alive, '', 'no worker left running');
+  });
+});
