@@ -14,7 +14,7 @@ import { loadDataset } from '../data/load.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
 import type { BaseMethod, MethodArgs } from '../methods/base.js';
 import { getMethodClass, resolveMethodArgs, type MethodClass } from '../methods/registry.js';
-import { SslTask, type OptimSettings } from '../methods/task.js';
+import { SslTask, type OptimSettings, type ValidationSettings } from '../methods/task.js';
 import { ProgressBar } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
 import { LOGGER, RunDirLogger } from '../trainer/loggers.js';
@@ -177,6 +177,18 @@ export function prepareExperiment(config: TrainConfig): Experiment {
   };
 }
 
+/** What validation runs on: a seeded sample of the training set as kNN memory, the test split. */
+export function validationSettings(config: TrainConfig, experiment: Experiment, localBatch: number): ValidationSettings {
+  return {
+    memory: sample(experiment.train, config.knnTrainSamples, config.seed + 1),
+    val: sample(experiment.test, config.valSamples, config.seed + 2),
+    transform: evalTransform(experiment.train),
+    batchSize: Math.max(localBatch, 64),
+    knnK: config.knnK,
+    knnTemperature: config.knnTemperature,
+  };
+}
+
 /** Batch per rank; a user error unless the global batch splits evenly and fits the data. */
 export function localBatchSize(config: TrainConfig, worldSize: number, trainSize: number): number {
   if (config.batchSize % worldSize !== 0) {
@@ -195,7 +207,7 @@ export function localBatchSize(config: TrainConfig, worldSize: number, trainSize
 export async function runTraining(config: TrainConfig, options: RunOptions = {}): Promise<TrainingRun> {
   const engine = await initEngine(config.backend);
   const experiment = prepareExperiment(config);
-  const { train, test, optim } = experiment;
+  const { train, optim } = experiment;
   const strategy = await createStrategy(config, options.worker);
   const worldSize = strategy.group.worldSize;
   const localBatch = localBatchSize(config, worldSize, train.length);
@@ -211,20 +223,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     dropLast: config.dropLast,
     workers: config.workers,
   });
-  const task = new SslTask(
-    method,
-    { ...optim, globalBatch: config.batchSize },
-    config.valEvery > 0
-      ? {
-          memory: sample(train, config.knnTrainSamples, config.seed + 1),
-          val: sample(test, config.valSamples, config.seed + 2),
-          transform: evalTransform(train),
-          batchSize: Math.max(localBatch, 64),
-          knnK: config.knnK,
-          knnTemperature: config.knnTemperature,
-        }
-      : undefined,
-  );
+  const task = new SslTask(method, { ...optim, globalBatch: config.batchSize }, config.valEvery > 0 ? validationSettings(config, experiment, localBatch) : undefined);
 
   const resolved: Record<string, unknown> = {
     ...config,
@@ -238,7 +237,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     backendInUse: engine.backend,
     nativeKernels: engine.nativeKernels,
     trainSize: train.length,
-    valSize: test.length,
+    valSize: experiment.test.length,
     parameters: method.numParameters(true),
     packageVersion: packageVersion(),
     gitCommit: gitCommit(),
