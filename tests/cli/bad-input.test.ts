@@ -33,6 +33,11 @@ const CASES: Array<[string, string[], RegExp]> = [
   ['resume from a missing checkpoint', ['--resume', join(dir, 'nope.ckpt')], /resume: checkpoint .*nope\.ckpt does not exist/],
   ['resume from a file that is no checkpoint', ['--resume', notCheckpoint], /resume: .*fake\.ckpt is not an ssl-zoo checkpoint/],
   ['bad boolean', ['--cifar-stem', 'maybe'], /--cifar-stem: "maybe" is not allowed; expected true or false/],
+  ['--gpus without a GPU backend', ['--gpus', '2'], /--gpus: 2 needs the GPU backend .*; on CPU use --devices 2/],
+  ['global batch not divisible by the ranks', ['--devices', '3', '--batch-size', '32'], /--batch-size: 32 is not allowed; expected a multiple of the world size 3/],
+  ['node rank outside the job', ['--devices', '2', '--num-nodes', '2', '--node-rank', '2', '--rendezvous', 'file:///tmp/x'], /--node-rank: 2 is not allowed; expected an integer in \[0, 1\]/],
+  ['several nodes without a rendezvous', ['--devices', '2', '--num-nodes', '2'], /--rendezvous: required with --num-nodes > 1/],
+  ['unknown strategy', ['--strategy', 'fsdp'], /--strategy: "fsdp" is not allowed; expected one of auto, single, ddp/],
 ];
 
 describe('ssl-train rejects bad input with one line and exit code 2', function () {
