@@ -14,11 +14,10 @@ export class MySimCLR extends SimCLR {
   /** Every default of SimCLR, plus the weight of the new term (`--method-arg varianceWeight=0.5`). */
   static override readonly defaultArgs = { ...SimCLR.defaultArgs, varianceWeight: 1.0 };
 
-  protected override sslLoss(features: Tensor[]): SslLossOutput {
-    const [z1, z2] = features.map((f) => this.projector.forward(f) as Tensor2D);
-    const contrastive = ntXentLoss(z1, z2, { temperature: this.args.temperature }, this.group);
+  override embeddingLoss([z1, z2]: Tensor[]): SslLossOutput {
+    const contrastive = ntXentLoss(z1 as Tensor2D, z2 as Tensor2D, { temperature: this.args.temperature }, this.group);
     // Hinge on the per-dimension standard deviation of each view (local batch).
-    const variance = tf.add(hingeStd(z1), hingeStd(z2)) as Scalar;
+    const variance = tf.add(hingeStd(z1 as Tensor2D), hingeStd(z2 as Tensor2D)) as Scalar;
     return {
       loss: tf.add(contrastive, tf.mul(variance, this.args.varianceWeight)) as Scalar,
       terms: { contrastive, variance },

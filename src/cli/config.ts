@@ -56,6 +56,12 @@ export class TrainConfig {
   @IsNumber() @Min(0) minLr = 0;
   @IsObject() methodArgs: Record<string, number> = {};
 
+  /** Normalisation layers of the backbone and heads; `group`/`layer` make the gradient cache exact. */
+  @IsIn(['batch', 'group', 'layer']) norm: 'batch' | 'group' | 'layer' = 'batch';
+  /** Gradient cache: forward/backward the local batch in chunks of this many samples. */
+  @IsOptional() @IsInt() @Min(1) gradCacheChunk?: number;
+  /** Accept per-chunk batch-norm statistics with the gradient cache (approximate). */
+  @IsBoolean() gradCacheApproximateBn = false;
   @IsInt() @Min(0) seed = 0;
   @IsOptional() @IsString() runDir?: string;
   @IsInt() @Min(0) checkpointEvery = 1;

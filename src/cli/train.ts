@@ -12,7 +12,7 @@ import { barlowViews, byolViews, evalTransform, simclrViews, type ViewAugmentati
 import { subset, type ImageDataset } from '../data/dataset.js';
 import { loadDataset } from '../data/load.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
-import type { BaseMethod, MethodArgs } from '../methods/base.js';
+import { hasBatchNorm, type BaseMethod, type MethodArgs } from '../methods/base.js';
 import { getMethodClass, resolveMethodArgs, type MethodClass } from '../methods/registry.js';
 import { SslTask, type OptimSettings, type ValidationSettings } from '../methods/task.js';
 import { ProgressBar } from '../trainer/callbacks.js';
@@ -177,6 +177,29 @@ export function prepareExperiment(config: TrainConfig): Experiment {
   };
 }
 
+/**
+ * The gradient cache needs a method whose loss is split into `embed` and `embeddingLoss`,
+ * and per-sample normalisation: batch norm in training mode couples the batch, so a
+ * chunked backward cannot reproduce it. Refused unless the user accepts per-chunk
+ * statistics, which prints a warning.
+ */
+function checkGradCache(config: TrainConfig, method: BaseMethod, printWarning: boolean): void {
+  if (config.gradCacheChunk === undefined) return;
+  if (!method.splitsLoss) {
+    throw new UserError(`--grad-cache-chunk: method '${config.method}' overrides sslLoss(); split it into embed() and embeddingLoss() to use the gradient cache`);
+  }
+  if (!hasBatchNorm(method)) return;
+  if (!config.gradCacheApproximateBn) {
+    throw new UserError(
+      '--grad-cache-chunk: batch norm in training mode couples the samples of a batch, so the gradient cache cannot be exact with it; ' +
+        'use --norm group or --norm layer (exact), or --grad-cache-approximate-bn true for per-chunk statistics (approximate)',
+    );
+  }
+  if (printWarning) {
+    process.stderr.write('ssl-train: warning: gradient cache with batch norm uses per-chunk statistics: gradients are approximate, not those of the full batch\n');
+  }
+}
+
 /** What validation runs on: a seeded sample of the training set as kNN memory, the test split. */
 export function validationSettings(config: TrainConfig, experiment: Experiment, localBatch: number): ValidationSettings {
   return {
@@ -214,6 +237,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   const method = experiment.createMethod();
   method.group = strategy.group;
+  checkGradCache(config, method, strategy.isGlobalZero);
   const loader = new MultiViewLoader({
     dataset: train,
     views: experiment.views,
@@ -223,7 +247,12 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     dropLast: config.dropLast,
     workers: config.workers,
   });
-  const task = new SslTask(method, { ...optim, globalBatch: config.batchSize }, config.valEvery > 0 ? validationSettings(config, experiment, localBatch) : undefined);
+  const task = new SslTask(
+    method,
+    { ...optim, globalBatch: config.batchSize },
+    config.valEvery > 0 ? validationSettings(config, experiment, localBatch) : undefined,
+    config.gradCacheChunk,
+  );
 
   const resolved: Record<string, unknown> = {
     ...config,

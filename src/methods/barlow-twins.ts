@@ -23,10 +23,14 @@ export class BarlowTwins extends BaseMethod {
     this.projector = this.addModule('projector', barlowProjector(this.backbone.featureDim, projHiddenDim, projOutputDim, ctx.rng));
   }
 
-  protected override sslLoss(features: Tensor[]): SslLossOutput {
-    const [z1, z2] = features.map((f) => this.projector.forward(f) as Tensor2D);
+  /** Projections of the two views: `[B, projOutputDim]` each. */
+  override embed(features: Tensor[]): Tensor[] {
+    return features.map((f) => this.projector.forward(f));
+  }
+
+  override embeddingLoss([z1, z2]: Tensor[]): SslLossOutput {
     return {
-      loss: barlowTwinsLoss(z1, z2, { lambd: this.args.lambd, scale: this.args.scaleLoss }, this.group),
+      loss: barlowTwinsLoss(z1 as Tensor2D, z2 as Tensor2D, { lambd: this.args.lambd, scale: this.args.scaleLoss }, this.group),
       embeddings: z1,
     };
   }

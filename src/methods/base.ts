@@ -2,7 +2,7 @@ import { Module } from '../core/module.js';
 import { detach } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
-import { Linear } from '../core/layers.js';
+import { BatchNorm, Linear } from '../core/layers.js';
 import type { Backbone } from '../backbones/index.js';
 import type { ProcessGroup } from '../distributed/process-group.js';
 
@@ -91,10 +91,28 @@ export abstract class BaseMethod extends Module {
   }
 
   /**
-   * The method's objective from the backbone features of each view (`[B, F]` each) and
-   * the views themselves (`[B, H, W, C]` each; momentum methods feed them to the target).
+   * The per-sample part of the method: the embeddings its loss compares, from the
+   * backbone features of each view (`[B, F]` each) and the views themselves
+   * (`[B, H, W, C]` each; momentum methods feed them to the target). Row i of every
+   * embedding must depend on sample i only (the gradient cache relies on it).
    */
-  protected abstract sslLoss(features: Tensor[], views: Tensor[]): SslLossOutput;
+  abstract embed(features: Tensor[], views: Tensor[]): Tensor[];
+
+  /** The part of the loss that couples samples, from {@link embed}'s output (`[B, D]` each). */
+  abstract embeddingLoss(embeddings: Tensor[]): SslLossOutput;
+
+  /**
+   * The method's objective: {@link embeddingLoss} of {@link embed}. A subclass may override
+   * this instead of the two parts, but then the gradient cache cannot split it.
+   */
+  protected sslLoss(features: Tensor[], views: Tensor[]): SslLossOutput {
+    return this.embeddingLoss(this.embed(features, views));
+  }
+
+  /** Whether {@link sslLoss} is the split form the gradient cache needs. */
+  get splitsLoss(): boolean {
+    return this.sslLoss === BaseMethod.prototype.sslLoss;
+  }
 
   /**
    * One training step's loss: the method's loss plus the online classifier's
@@ -145,6 +163,11 @@ export abstract class BaseMethod extends Module {
   stepLogs(): Record<string, number> {
     return {};
   }
+}
+
+/** Whether `module` contains batch norm in training mode (which couples the samples of a batch). */
+export function hasBatchNorm(module: Module): boolean {
+  return module.namedModules().some(([, m]) => m instanceof BatchNorm && m.training);
 }
 
 /** Mean softmax cross-entropy of `logits [N, K]` against int `labels [N]`. */

@@ -43,11 +43,18 @@ export class BYOL extends MomentumMethod {
     return [...super.momentumPairs(), [this.projector, this.momentumProjector]];
   }
 
-  protected override sslLoss(features: Tensor[], views: Tensor[]): SslLossOutput {
-    const [z1, z2] = features.map((f) => this.projector.forward(f) as Tensor2D);
-    const [p1, p2] = [z1, z2].map((z) => this.predictor.forward(z) as Tensor2D);
-    const [t1, t2] = views.map((v) => detach(this.momentumProjector.forward(this.momentumBackbone.forward(v)) as Tensor2D));
-    return { loss: byolLoss(p1, p2, t1, t2, this.group), embeddings: z1 };
+  /**
+   * Online predictions of both views and the target's (detached) projections:
+   * `[p1, p2, t1, t2]`, `[B, projOutputDim]` each.
+   */
+  override embed(features: Tensor[], views: Tensor[]): Tensor[] {
+    const predictions = features.map((f) => this.predictor.forward(this.projector.forward(f)));
+    const targets = views.map((v) => detach(this.momentumProjector.forward(this.momentumBackbone.forward(v))));
+    return [...predictions, ...targets];
+  }
+
+  override embeddingLoss([p1, p2, t1, t2]: Tensor[]): SslLossOutput {
+    return { loss: byolLoss(p1 as Tensor2D, p2 as Tensor2D, t1 as Tensor2D, t2 as Tensor2D, this.group), embeddings: p1 };
   }
 }
 

@@ -27,10 +27,14 @@ export class SimCLR extends BaseMethod {
     );
   }
 
-  protected override sslLoss(features: Tensor[]): SslLossOutput {
-    const [z1, z2] = features.map((f) => this.projector.forward(f) as Tensor2D);
+  /** Projections of the two views: `[B, projOutputDim]` each. */
+  override embed(features: Tensor[]): Tensor[] {
+    return features.map((f) => this.projector.forward(f));
+  }
+
+  override embeddingLoss([z1, z2]: Tensor[]): SslLossOutput {
     return {
-      loss: ntXentLoss(z1, z2, { temperature: this.args.temperature }, this.group),
+      loss: ntXentLoss(z1 as Tensor2D, z2 as Tensor2D, { temperature: this.args.temperature }, this.group),
       embeddings: z1,
     };
   }

@@ -7,6 +7,7 @@ import { weightedKnn } from '../eval/knn.js';
 import { createOptimizer, scaleLearningRate, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
 import { accuracy, type BaseMethod } from './base.js';
+import { gradCacheGradients } from './grad-cache.js';
 
 /** Optimisation settings of a run (lrs are per 256 samples, as in solo-learn). */
 export interface OptimSettings {
@@ -48,15 +49,34 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
     readonly method: BaseMethod,
     private readonly optim: OptimSettings,
     private readonly validation?: ValidationSettings,
-  ) {}
+    /** Samples per chunk of the gradient cache (undefined: one pass over the batch). */
+    gradCacheChunk?: number,
+  ) {
+    if (gradCacheChunk !== undefined) {
+      this.computeGradients = (batch, variables) => {
+        const [views, labels] = this.batchTensors(batch);
+        try {
+          return gradCacheGradients(this.method, views, labels, gradCacheChunk, variables);
+        } finally {
+          tf.dispose([...views, labels]);
+        }
+      };
+    }
+  }
+
+  /** The gradient cache, when configured (see {@link gradCacheGradients}). */
+  readonly computeGradients?: TrainingModule<MultiViewBatch>['computeGradients'];
+
+  private batchTensors(batch: MultiViewBatch): [Tensor[], Tensor] {
+    return [batch.views.map((v, i) => tf.tensor4d(v, batch.shapes[i] ?? batch.shape)), tf.tensor1d(batch.labels, 'int32')];
+  }
 
   get model(): BaseMethod {
     return this.method;
   }
 
   trainingStep(batch: MultiViewBatch): TrainingStepOutput {
-    const views = batch.views.map((v) => tf.tensor4d(v, batch.shape));
-    const labels = tf.tensor1d(batch.labels, 'int32');
+    const [views, labels] = this.batchTensors(batch);
     return this.method.trainingStep(views, labels);
   }
 

@@ -1,5 +1,5 @@
 import type { Module } from '../core/module.js';
-import type { Scalar, Tensor } from '../core/tf.js';
+import type { Scalar, Tensor, Variable } from '../core/tf.js';
 
 /** A training step's loss (to differentiate) and its metrics (kept tensors, disposed by the trainer). */
 export interface TrainingStepOutput {
@@ -53,6 +53,13 @@ export interface TrainingModule<B> {
   readonly model: Module;
   /** Runs inside the gradient tape; must return the loss to differentiate. */
   trainingStep(batch: B): TrainingStepOutput;
+  /**
+   * When defined, replaces the one tape over {@link trainingStep} (Lightning's manual
+   * optimisation, e.g. the gradient cache): this rank's unsynchronised gradients for
+   * `variables`, keyed by variable name, and the step's metrics. The trainer still syncs
+   * them through the strategy once and steps the optimizer.
+   */
+  computeGradients?(batch: B, variables: Variable[]): { grads: Record<string, Tensor>; metrics: Record<string, number> };
   /** Called once the strategy has set up the model, before the first step. */
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): {
     optimizer: TrainerOptimizer;

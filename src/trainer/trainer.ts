@@ -151,26 +151,14 @@ export class Trainer {
 
   /** Adds one batch's gradients and metrics to the running sums (this rank only, no sync). */
   private accumulate<B>(module: TrainingModule<B>, batch: B, variables: Variable[], into?: Accumulated): Accumulated {
-    let metricTensors: Record<string, Tensor> = {};
-    const { value, grads } = tf.variableGrads(() => {
-      const out = module.trainingStep(batch);
-      metricTensors = out.metrics;
-      return out.loss;
-    }, variables);
-    value.dispose();
+    const { grads, metrics } = module.computeGradients ? module.computeGradients(batch, variables) : tapeGradients(module, batch, variables);
     const acc: Accumulated = into ?? { grads: {}, metrics: {}, count: 0 };
     for (const [name, g] of Object.entries(grads)) {
       const previous = acc.grads[name];
       acc.grads[name] = previous ? tf.add(previous, g) : g;
-      if (previous) {
-        previous.dispose();
-        g.dispose();
-      }
+      if (previous) tf.dispose([previous, g]);
     }
-    for (const [name, t] of Object.entries(metricTensors)) {
-      acc.metrics[name] = (acc.metrics[name] ?? 0) + t.dataSync()[0];
-      t.dispose();
-    }
+    for (const [name, value] of Object.entries(metrics)) acc.metrics[name] = (acc.metrics[name] ?? 0) + value;
     acc.count++;
     return acc;
   }
@@ -226,6 +214,23 @@ export class Trainer {
       tf.dispose(Object.values(checkpoint.tensors));
     }
   }
+}
+
+/** One tape over the module's training step: its gradients and metrics. */
+function tapeGradients<B>(module: TrainingModule<B>, batch: B, variables: Variable[]): { grads: Record<string, Tensor>; metrics: Record<string, number> } {
+  let metricTensors: Record<string, Tensor> = {};
+  const { value, grads } = tf.variableGrads(() => {
+    const out = module.trainingStep(batch);
+    metricTensors = out.metrics;
+    return out.loss;
+  }, variables);
+  value.dispose();
+  const metrics: Record<string, number> = {};
+  for (const [name, t] of Object.entries(metricTensors)) {
+    metrics[name] = t.dataSync()[0];
+    t.dispose();
+  }
+  return { grads, metrics };
 }
 
 /** Gradients and metrics summed over the batches of one optimizer step. */
