@@ -12,7 +12,6 @@
  * `sslzoo_cpu_js_s` where measured.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createBackbone } from '../../src/backbones/index.js';
@@ -21,6 +20,7 @@ import { Rng } from '../../src/core/random.js';
 import { tf } from '../../src/core/tf.js';
 import { resolveMethodArgs, SimCLR } from '../../src/methods/index.js';
 import { SslTask } from '../../src/methods/task.js';
+import { flag, median, noiseBatch, timeSteps, writeReport } from './common.js';
 
 interface ModelSpec {
   batch: number;
@@ -34,15 +34,7 @@ const MODELS: Record<string, ModelSpec> = {
   resnet18: { batch: 64, size: 32, channels: 3, cifarStem: true },
 };
 
-function flag(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : fallback;
-}
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 /** Child process: times `reps` steps (after one warm-up step when reps > 1). */
 async function child(backend: BackendChoice, model: string, reps: number): Promise<void> {
@@ -60,15 +52,7 @@ async function child(backend: BackendChoice, model: string, reps: number): Promi
     warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: spec.batch,
   });
   const { optimizer } = task.configureOptimizers({ totalSteps: 100, stepsPerEpoch: 10 });
-  const n = spec.batch * spec.size * spec.size * spec.channels;
-  const batch = {
-    views: [rng.normalArray(n), rng.normalArray(n)],
-    shape: [spec.batch, spec.size, spec.size, spec.channels] as [number, number, number, number],
-    shapes: [],
-    labels: new Int32Array(spec.batch).map((_, i) => i % 10),
-    indices: new Int32Array(spec.batch),
-    index: 0,
-  };
+  const batch = noiseBatch(rng, spec.batch, spec.size, spec.channels);
   const variables = method.trainableParameters();
   const step = () => {
     const { value, grads } = tf.variableGrads(() => {
@@ -80,13 +64,7 @@ async function child(backend: BackendChoice, model: string, reps: number): Promi
     value.dataSync();
     tf.dispose([value, ...Object.values(grads)]);
   };
-  if (reps > 1) step();
-  const times: number[] = [];
-  for (let i = 0; i < reps; i++) {
-    const start = performance.now();
-    step();
-    times.push((performance.now() - start) / 1000);
-  }
+  const times = timeSteps(step, reps);
   process.stdout.write(`${JSON.stringify({ backend, model, native: engine.nativeKernels, seconds: median(times), steps: times })}\n`);
 }
 
@@ -139,9 +117,7 @@ async function main(): Promise<void> {
     results[model] = entry;
   }
   const report = { benchmark: 'step', method: 'simclr', cpus: cpus().length, cpu_model: cpus()[0]?.model, date: new Date().toISOString(), models: results };
-  mkdirSync('bench-results', { recursive: true });
-  writeFileSync('bench-results/step.json', `${JSON.stringify(report, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify(report)}\n`);
+  writeReport('step', report);
 }
 
 await main();

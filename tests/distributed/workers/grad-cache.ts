@@ -1,0 +1,84 @@
+/**
+ * One rank of a short training run through `runTraining` with an injected DDP strategy
+ * over an instrumented process group, with or without the gradient cache. Rank 0 reports
+ * the final model (from last.ckpt) and every rank its collective counts.
+ */
+import { join } from 'node:path';
+import { container } from 'tsyringe';
+import { buildConfig } from '../../../src/cli/config.js';
+import { runTraining } from '../../../src/cli/train.js';
+import { tf } from '../../../src/core/tf.js';
+import { DdpStrategy } from '../../../src/distributed/ddp.js';
+import { SingleProcessGroup, type ProcessGroup } from '../../../src/distributed/process-group.js';
+import { loadCheckpoint } from '../../../src/trainer/checkpoint.js';
+import { STRATEGY } from '../../../src/trainer/strategy.js';
+import { joinGroup, readArgs, run, type BaseSpec } from './common.js';
+
+interface Spec extends BaseSpec {
+  method: string;
+  chunk?: number;
+  batchSize: number;
+  steps: number;
+  methodArgs: Record<string, number>;
+}
+
+type Op = 'allReduce' | 'allGather' | 'reduceScatter' | 'broadcast' | 'barrier';
+
+/** Forwards to `inner`, counting calls per collective. */
+function counting(inner: ProcessGroup, counts: Record<Op, number>): ProcessGroup {
+  const count = <T>(op: Op, f: () => T): T => {
+    counts[op]++;
+    return f();
+  };
+  return {
+    rank: inner.rank,
+    worldSize: inner.worldSize,
+    allReduce: (data, op) => count('allReduce', () => inner.allReduce(data, op)),
+    allGather: (data) => count('allGather', () => inner.allGather(data)),
+    reduceScatter: (data) => count('reduceScatter', () => inner.reduceScatter(data)),
+    broadcast: (data, root) => count('broadcast', () => inner.broadcast(data, root)),
+    barrier: () => count('barrier', () => inner.barrier()),
+    close: () => inner.close(),
+  };
+}
+
+run(async () => {
+  const { spec, rank } = readArgs<Spec>();
+  const inner = spec.worldSize > 1 ? await joinGroup(spec, rank) : new SingleProcessGroup();
+  const counts: Record<Op, number> = { allReduce: 0, allGather: 0, reduceScatter: 0, broadcast: 0, barrier: 0 };
+  const strategy = new DdpStrategy(counting(inner, counts), { syncBatchNorm: true });
+  const scope = container.createChildContainer();
+  scope.registerInstance(STRATEGY, strategy);
+  const runDir = join(spec.dir, `run-${spec.chunk ?? 'plain'}`);
+  const config = buildConfig({
+    method: spec.method,
+    backbone: 'mlp',
+    norm: 'group',
+    dataset: 'synthetic',
+    imageSize: 16,
+    syntheticSize: 192,
+    batchSize: spec.batchSize,
+    epochs: 2,
+    maxSteps: spec.steps,
+    warmupEpochs: 0,
+    workers: 0,
+    valEvery: 0,
+    backend: 'cpu',
+    runDir,
+    gradCacheChunk: spec.chunk,
+    methodArgs: spec.methodArgs,
+  });
+  // Count only the training steps: setup broadcasts happen before.
+  await runTraining(config, { container: scope, callbacks: [] });
+  let model: Record<string, number[]> | undefined;
+  if (rank === 0) {
+    const ckpt = loadCheckpoint(join(runDir, 'checkpoints', 'last.ckpt'));
+    model = Object.fromEntries(
+      Object.entries(ckpt.tensors)
+        .filter(([name]) => name.startsWith('model/'))
+        .map(([name, t]) => [name, Array.from(t.dataSync())]),
+    );
+    tf.dispose(Object.values(ckpt.tensors));
+  }
+  return { rank, counts, gradientAllReduces: strategy.stats.gradientAllReduces, model };
+});
