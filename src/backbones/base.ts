@@ -1,4 +1,5 @@
 import { Layer } from '../core/module.js';
+import type { NormKind } from '../core/layers.js';
 import type { Rng } from '../core/random.js';
 
 /**
@@ -22,4 +23,17 @@ export interface BackboneOptions {
   rng: Rng;
   /** `mlp`: widths of the hidden layers (default [256, 256]). */
   mlpHidden?: number[];
+  /**
+   * Normalisation layers (default `'batch'`), under the same child names (`bn1`, `bn2`, ...,
+   * `downsample.1`, as torchvision names them whatever its `norm_layer`):
+   * - `'batch'`: batch norm (couples the samples of a batch in training mode);
+   * - `'group'`: group norm with `defaultNumGroups(C)` groups (32 for every width of the
+   *   built-in ResNets; the largest divisor of C up to 32, and for the `mlp`'s feature vectors
+   *   at least two channels per group);
+   * - `'layer'`: `GroupNorm(1, C)` (per sample over H, W, C) in convolutional nets, `LayerNorm(C)`
+   *   in the `mlp`.
+   * Group and layer norm make every sample's output independent of the rest of the batch,
+   * which the gradient cache needs (a chunked forward then equals the full one).
+   */
+  norm?: NormKind;
 }

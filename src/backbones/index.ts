@@ -3,12 +3,16 @@
  * with {@link registerBackbone}.
  */
 import { invalidValue } from '../core/errors.js';
+import { NORM_KINDS } from '../core/layers.js';
 import { Backbone, type BackboneOptions } from './base.js';
 import { mlp } from './mlp.js';
 import { resnet18, resnet50 } from './resnet.js';
 import { tinyResnet } from './tiny-resnet.js';
 
 export { Backbone, type BackboneOptions } from './base.js';
+// The norm layers and helpers (GroupNorm, LayerNorm, normLayer, defaultNumGroups, NormKind,
+// NORM_KINDS) live in src/core/layers.ts and are exported from the package root;
+// `hasBatchNorm` (the gradient cache's refusal check) in src/methods/base.ts.
 export { BasicBlock, Bottleneck, ResNet, resnet18, resnet50, type BlockType } from './resnet.js';
 export { TinyResNet, tinyResnet } from './tiny-resnet.js';
 export { DEFAULT_MLP_HIDDEN, MlpBackbone, mlp } from './mlp.js';
@@ -44,6 +48,9 @@ export function createBackbone(name: string, options: BackboneOptions): Backbone
   for (const field of ['inChannels', 'imageSize'] as const) {
     const value = options[field];
     if (!Number.isInteger(value) || value < 1) throw invalidValue(field, value, 'a positive integer');
+  }
+  if (options.norm !== undefined && !NORM_KINDS.includes(options.norm)) {
+    throw invalidValue('norm', options.norm, NORM_KINDS.join(' | '));
   }
   return factory(options);
 }

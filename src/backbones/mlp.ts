@@ -1,5 +1,5 @@
 import { invalidValue } from '../core/errors.js';
-import { BatchNorm, childLayer, Linear } from '../core/layers.js';
+import { childLayer, Linear, normLayer } from '../core/layers.js';
 import { tf, type Tensor } from '../core/tf.js';
 import { Backbone, type BackboneOptions } from './base.js';
 
@@ -9,8 +9,8 @@ export const DEFAULT_MLP_HIDDEN: readonly number[] = [256, 256];
 /**
  * A multilayer perceptron on flattened images: `[B, H, W, C] -> [B, hidden[last]]`.
  * For each hidden width h_i (i = 1, 2, ...): `fc{i}` (Linear with bias), `bn{i}`
- * (BatchNorm1d), ReLU. The input is flattened in NHWC order, `H·W·C = imageSize² · inChannels`
- * features.
+ * (BatchNorm1d; with `norm`, group norm or LayerNorm under the same name), ReLU. The input
+ * is flattened in NHWC order, `H·W·C = imageSize² · inChannels` features.
  */
 export class MlpBackbone extends Backbone {
   readonly featureDim: number;
@@ -26,7 +26,7 @@ export class MlpBackbone extends Backbone {
     let inFeatures = options.imageSize * options.imageSize * options.inChannels;
     hidden.forEach((width, i) => {
       this.addModule(`fc${i + 1}`, new Linear(inFeatures, width, { rng: options.rng }));
-      this.addModule(`bn${i + 1}`, new BatchNorm(width));
+      this.addModule(`bn${i + 1}`, normLayer(options.norm ?? 'batch', width, false));
       inFeatures = width;
     });
     this.featureDim = inFeatures;

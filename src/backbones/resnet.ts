@@ -3,15 +3,24 @@
  * convolution), without the final fully connected layer, as used by solo-learn. Parameter
  * names follow torchvision (`conv1`, `bn1`, `layer1.0.conv1`, `layer2.0.downsample.0`, ...).
  */
-import { BatchNorm, childLayer, Conv2d, GlobalAvgPool, Identity, MaxPool2d, Sequential } from '../core/layers.js';
+import {
+  childLayer,
+  Conv2d,
+  GlobalAvgPool,
+  Identity,
+  MaxPool2d,
+  normLayer,
+  Sequential,
+  type NormKind,
+} from '../core/layers.js';
 import { Layer } from '../core/module.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Tensor } from '../core/tf.js';
 import { Backbone, type BackboneOptions } from './base.js';
 
-/** The 1x1 convolution + batch norm that matches the shortcut to a block's output shape. */
-function downsample(inPlanes: number, outPlanes: number, stride: number, rng: Rng): Sequential {
-  return new Sequential(new Conv2d(inPlanes, outPlanes, 1, { stride, rng }), new BatchNorm(outPlanes));
+/** The 1x1 convolution + norm (batch norm by default) that matches the shortcut to a block's output shape. */
+function downsample(inPlanes: number, outPlanes: number, stride: number, rng: Rng, norm: NormKind): Sequential {
+  return new Sequential(new Conv2d(inPlanes, outPlanes, 1, { stride, rng }), normLayer(norm, outPlanes, true));
 }
 
 /** Whether a block needs a projection shortcut. */
@@ -27,20 +36,21 @@ function shortcut(block: Layer, hasDownsample: boolean, x: Tensor): Tensor {
 /**
  * Two 3x3 convolutions with a residual connection (ResNet-18/34):
  * `[B, H, W, inPlanes] -> [B, H/stride, W/stride, planes]`. Children `conv1`, `bn1`,
- * `conv2`, `bn2` and, when the shape changes, `downsample` (1x1 conv + batch norm).
+ * `conv2`, `bn2` and, when the shape changes, `downsample` (1x1 conv + batch norm). `norm`
+ * (default `'batch'`) picks the normalisation layers (`normLayer`), under the same names.
  */
 export class BasicBlock extends Layer {
   static readonly expansion = 1;
   readonly hasDownsample: boolean;
 
-  constructor(inPlanes: number, planes: number, stride: number, rng: Rng) {
+  constructor(inPlanes: number, planes: number, stride: number, rng: Rng, norm: NormKind = 'batch') {
     super();
     this.addModule('conv1', new Conv2d(inPlanes, planes, 3, { stride, padding: 1, rng }));
-    this.addModule('bn1', new BatchNorm(planes));
+    this.addModule('bn1', normLayer(norm, planes, true));
     this.addModule('conv2', new Conv2d(planes, planes, 3, { padding: 1, rng }));
-    this.addModule('bn2', new BatchNorm(planes));
+    this.addModule('bn2', normLayer(norm, planes, true));
     this.hasDownsample = needsDownsample(inPlanes, planes, stride);
-    if (this.hasDownsample) this.addModule('downsample', downsample(inPlanes, planes, stride, rng));
+    if (this.hasDownsample) this.addModule('downsample', downsample(inPlanes, planes, stride, rng, norm));
   }
 
   forward(x: Tensor): Tensor {
@@ -56,23 +66,23 @@ export class BasicBlock extends Layer {
 /**
  * 1x1 reduce, 3x3 (strided), 1x1 expand, with a residual connection (ResNet-50/101):
  * `[B, H, W, inPlanes] -> [B, H/stride, W/stride, 4·planes]`. Children `conv1`..`conv3`,
- * `bn1`..`bn3` and, when the shape changes, `downsample`.
+ * `bn1`..`bn3` and, when the shape changes, `downsample`. `norm` as in {@link BasicBlock}.
  */
 export class Bottleneck extends Layer {
   static readonly expansion = 4;
   readonly hasDownsample: boolean;
 
-  constructor(inPlanes: number, planes: number, stride: number, rng: Rng) {
+  constructor(inPlanes: number, planes: number, stride: number, rng: Rng, norm: NormKind = 'batch') {
     super();
     const outPlanes = planes * Bottleneck.expansion;
     this.addModule('conv1', new Conv2d(inPlanes, planes, 1, { rng }));
-    this.addModule('bn1', new BatchNorm(planes));
+    this.addModule('bn1', normLayer(norm, planes, true));
     this.addModule('conv2', new Conv2d(planes, planes, 3, { stride, padding: 1, rng }));
-    this.addModule('bn2', new BatchNorm(planes));
+    this.addModule('bn2', normLayer(norm, planes, true));
     this.addModule('conv3', new Conv2d(planes, outPlanes, 1, { rng }));
-    this.addModule('bn3', new BatchNorm(outPlanes));
+    this.addModule('bn3', normLayer(norm, outPlanes, true));
     this.hasDownsample = needsDownsample(inPlanes, outPlanes, stride);
-    if (this.hasDownsample) this.addModule('downsample', downsample(inPlanes, outPlanes, stride, rng));
+    if (this.hasDownsample) this.addModule('downsample', downsample(inPlanes, outPlanes, stride, rng, norm));
   }
 
   forward(x: Tensor): Tensor {
@@ -89,7 +99,7 @@ export class Bottleneck extends Layer {
 /** A residual block class: {@link BasicBlock} or {@link Bottleneck}. */
 export interface BlockType {
   readonly expansion: number;
-  new (inPlanes: number, planes: number, stride: number, rng: Rng): Layer;
+  new (inPlanes: number, planes: number, stride: number, rng: Rng, norm?: NormKind): Layer;
 }
 
 /**
@@ -101,6 +111,8 @@ export interface BlockType {
  * init (solo-learn swaps it in after torchvision's init), and `maxpool` is an identity.
  * Then `layer1`..`layer4` (widths 64, 128, 256, 512; strides 1, 2, 2, 2) and global
  * average pooling. Convolutions use He normal fan-out init; batch norms start at γ=1, β=0.
+ * `norm` (BackboneOptions) swaps every batch norm for group norm (32 groups) or layer norm
+ * (`GroupNorm(1, C)`), same names, same γ=1, β=0.
  */
 export class ResNet extends Backbone {
   readonly featureDim: number;
@@ -110,18 +122,19 @@ export class ResNet extends Backbone {
   constructor(block: BlockType, blocksPerStage: readonly number[], options: BackboneOptions) {
     super();
     const { inChannels, rng } = options;
+    const norm = options.norm ?? 'batch';
     const stem = options.cifarStem
       ? new Conv2d(inChannels, 64, 3, { stride: 1, padding: 2, init: 'uniformFanIn', rng })
       : new Conv2d(inChannels, 64, 7, { stride: 2, padding: 3, rng });
     this.addModule('conv1', stem);
-    this.addModule('bn1', new BatchNorm(64));
+    this.addModule('bn1', normLayer(norm, 64, true));
     this.addModule('maxpool', options.cifarStem ? new Identity() : new MaxPool2d(3, 2, 1));
     let inPlanes = 64;
     blocksPerStage.forEach((count, stage) => {
       const planes = 64 * 2 ** stage;
       const blocks: Layer[] = [];
       for (let i = 0; i < count; i++) {
-        blocks.push(new block(inPlanes, planes, i === 0 && stage > 0 ? 2 : 1, rng));
+        blocks.push(new block(inPlanes, planes, i === 0 && stage > 0 ? 2 : 1, rng, norm));
         inPlanes = planes * block.expansion;
       }
       this.addModule(`layer${stage + 1}`, new Sequential(...blocks));

@@ -1,4 +1,4 @@
-import { BatchNorm, childLayer, Conv2d, GlobalAvgPool } from '../core/layers.js';
+import { childLayer, Conv2d, GlobalAvgPool, normLayer } from '../core/layers.js';
 import { tf, type Tensor } from '../core/tf.js';
 import { Backbone, type BackboneOptions } from './base.js';
 import { BasicBlock } from './resnet.js';
@@ -10,7 +10,8 @@ import { BasicBlock } from './resnet.js';
  * `conv1` 3x3 (inChannels -> 32, padding 1), `bn1`, ReLU, then three basic blocks
  * `layer1` (32, stride 1), `layer2` (64, stride 2), `layer3` (128, stride 2), whose
  * shortcut is the identity or a 1x1 conv + batch norm when the shape changes, and global
- * average pooling. 28x28 inputs give 28, 14 and 7 pixel maps.
+ * average pooling. 28x28 inputs give 28, 14 and 7 pixel maps. With `norm`, every batch norm
+ * is a group norm (32 groups) or a layer norm (`GroupNorm(1, C)`) under the same name.
  */
 export class TinyResNet extends Backbone {
   readonly featureDim = 128;
@@ -18,11 +19,12 @@ export class TinyResNet extends Backbone {
   constructor(options: BackboneOptions) {
     super();
     const { inChannels, rng } = options;
+    const norm = options.norm ?? 'batch';
     this.addModule('conv1', new Conv2d(inChannels, 32, 3, { padding: 1, rng }));
-    this.addModule('bn1', new BatchNorm(32));
-    this.addModule('layer1', new BasicBlock(32, 32, 1, rng));
-    this.addModule('layer2', new BasicBlock(32, 64, 2, rng));
-    this.addModule('layer3', new BasicBlock(64, 128, 2, rng));
+    this.addModule('bn1', normLayer(norm, 32, true));
+    this.addModule('layer1', new BasicBlock(32, 32, 1, rng, norm));
+    this.addModule('layer2', new BasicBlock(32, 64, 2, rng, norm));
+    this.addModule('layer3', new BasicBlock(64, 128, 2, rng, norm));
     this.addModule('avgpool', new GlobalAvgPool());
   }
 

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { createBackbone } from '../backbones/index.js';
@@ -17,7 +17,8 @@ import { getMethodClass, resolveMethodArgs, type MethodClass } from '../methods/
 import { SslTask, type OptimSettings, type ValidationSettings } from '../methods/task.js';
 import { ProgressBar } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
-import { LOGGER, RunDirLogger } from '../trainer/loggers.js';
+import { LOGGER, RunDirLogger, type Logger } from '../trainer/loggers.js';
+import { parseTags, WandbLogger } from '../trainer/wandb-logger.js';
 import { SingleDeviceStrategy, STRATEGY, type Strategy } from '../trainer/strategy.js';
 import { DdpStrategy } from '../distributed/ddp.js';
 import { createProcessGroup, isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
@@ -34,7 +35,10 @@ export interface TrainingRun {
 
 /** Extra wiring for library users and tests. */
 export interface RunOptions {
-  /** Where to resolve strategy/loggers from (a child is made; defaults to the global container). */
+  /**
+   * Where to resolve the strategy and loggers from (a child is made; default the global
+   * container). A registered STRATEGY is used instead of the one the config implies.
+   */
   container?: DependencyContainer;
   /** Replaces the progress display (e.g. none in tests). */
   callbacks?: TrainerOptions['callbacks'];
@@ -169,10 +173,11 @@ export function prepareExperiment(config: TrainConfig): Experiment {
     },
     createMethod: () =>
       new methodClass({
-        createBackbone: (r) => createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r }),
+        createBackbone: (r) => createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r, norm: config.norm }),
         numClasses: train.numClasses,
         rng: new Rng(config.seed),
         args: methodArgs,
+        norm: config.norm,
       }),
   };
 }
@@ -231,7 +236,8 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const engine = await initEngine(config.backend);
   const experiment = prepareExperiment(config);
   const { train, optim } = experiment;
-  const strategy = await createStrategy(config, options.worker);
+  const scope = (options.container ?? rootContainer).createChildContainer();
+  const strategy = scope.isRegistered(STRATEGY, true) ? scope.resolve<Strategy>(STRATEGY) : await createStrategy(config, options.worker);
   const worldSize = strategy.group.worldSize;
   const localBatch = localBatchSize(config, worldSize, train.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
@@ -271,9 +277,15 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     packageVersion: packageVersion(),
     gitCommit: gitCommit(),
   };
-  const scope = (options.container ?? rootContainer).createChildContainer();
   scope.registerInstance(STRATEGY, strategy);
   if (!scope.isRegistered(LOGGER, true)) scope.registerInstance(LOGGER, new RunDirLogger(runDir));
+  if (config.logger === 'wandb' || config.wandbProject !== undefined) {
+    // A local registration hides the parent's loggers: keep the ones the caller registered.
+    if (!scope.isRegistered(LOGGER)) for (const l of scope.resolveAll<Logger>(LOGGER)) scope.registerInstance(LOGGER, l);
+    const resumes = config.resume !== undefined && (config.resume !== 'auto' || existsSync(join(runDir, 'checkpoints', 'last.ckpt')));
+    const { wandbProject: project, wandbEntity: entity, wandbName: name, wandbGroup: group, wandbMode: mode } = config;
+    scope.registerInstance(LOGGER, new WandbLogger({ runDir, project, entity, name, group, tags: parseTags(config.wandbTags), mode, resume: resumes }));
+  }
   const trainerOptions: TrainerOptions = {
     maxEpochs: config.epochs,
     maxSteps: config.maxSteps,

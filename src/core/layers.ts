@@ -340,3 +340,159 @@ export class Sequential extends Layer {
     return tf.tidy(() => this.namedChildren().reduce((h, [name, child]) => asLayer(this, name, child).forward(h), x));
   }
 }
+
+export interface GroupNormOptions {
+  /** Added to the variance before the square root (default 1e-5, PyTorch's). */
+  eps?: number;
+  /** Learn a per-channel scale `weight` (ones) and shift `bias` (zeros) (default true). */
+  affine?: boolean;
+}
+
+/**
+ * Group normalisation (Wu & He 2018) with PyTorch's `nn.GroupNorm(numGroups, numChannels)`
+ * semantics, channels last: `[B, C] -> [B, C]`, `[B, L, C] -> [B, L, C]` or
+ * `[B, H, W, C] -> [B, H, W, C]`.
+ *
+ * The C channels are split into `numGroups` consecutive groups of C/G channels; each sample is
+ * normalised per group with the mean and BIASED variance over (H, W, C/G) of that sample
+ * alone: `(x − mean) / sqrt(var + eps)`, then scaled and shifted per channel:
+ * `· weight[c] + bias[c]`. No running statistics and no train/eval difference, and, unlike
+ * batch norm, a sample's output does not depend on the other samples of the batch (so a batch
+ * can be processed in chunks, as the gradient cache does).
+ *
+ * `GroupNorm(1, C)` is the "layer norm" of convolutional networks (statistics over H, W and
+ * all C per sample); `GroupNorm(C, C)` is instance norm. Parameters `weight` and `bias` `[C]`.
+ */
+export class GroupNorm extends Layer {
+  readonly eps: number;
+  readonly weight: Variable | undefined;
+  readonly bias: Variable | undefined;
+
+  constructor(
+    readonly numGroups: number,
+    readonly numChannels: number,
+    options: GroupNormOptions = {},
+  ) {
+    super();
+    if (!(Number.isInteger(numGroups) && numGroups >= 1 && Number.isInteger(numChannels) && numChannels >= 1)) {
+      throw new Error(`GroupNorm: numGroups (${numGroups}) and numChannels (${numChannels}) must be positive integers`);
+    }
+    if (numChannels % numGroups !== 0) {
+      throw new Error(`GroupNorm: numChannels (${numChannels}) must be divisible by numGroups (${numGroups})`);
+    }
+    this.eps = options.eps ?? 1e-5;
+    const affine = options.affine ?? true;
+    this.weight = affine ? this.addParameter('weight', tf.ones([numChannels])) : undefined;
+    this.bias = affine ? this.addParameter('bias', tf.zeros([numChannels])) : undefined;
+  }
+
+  /** `[B, ..., C] -> [B, ..., C]` (rank 2 to 4, channels last). */
+  forward(x: Tensor): Tensor {
+    if (x.rank < 2 || x.rank > 4) throw new Error(`GroupNorm expects [B, C] or [B, H, W, C], got shape [${x.shape}]`);
+    expectChannels('GroupNorm', x, this.numChannels);
+    return tf.tidy(() => {
+      const g = this.numGroups;
+      // [B, S, G, C/G]: S the spatial positions; statistics per (sample, group) over axes 1, 3.
+      const grouped = tf.reshape(x, [x.shape[0], -1, g, this.numChannels / g]);
+      const { mean, variance } = tf.moments(grouped, [1, 3], true);
+      const normalised = tf.reshape(tf.mul(tf.sub(grouped, mean), tf.rsqrt(tf.add(variance, this.eps))), x.shape);
+      return affineChannels(normalised, this.weight, this.bias);
+    });
+  }
+}
+
+export interface LayerNormOptions {
+  /** Added to the variance before the square root (default 1e-5, PyTorch's). */
+  eps?: number;
+  /** Learn a per-feature scale `weight` (ones) and shift `bias` (zeros) (default true). */
+  affine?: boolean;
+}
+
+/**
+ * Layer normalisation over the LAST axis, PyTorch's `nn.LayerNorm(normalizedShape)` with an
+ * integer shape: `[..., C] -> [..., C]`. Each row (each position, for a `[B, H, W, C]` input)
+ * is normalised with its own mean and biased variance over its C features, then
+ * `· weight + bias` per feature. For `[B, C]` it equals `GroupNorm(1, C)`; for convolutional
+ * feature maps the usual "layer norm" over (H, W, C) is `GroupNorm(1, C)`, not this (this one
+ * is per pixel, as in ConvNeXt). Parameters `weight` and `bias` `[C]`.
+ */
+export class LayerNorm extends Layer {
+  readonly eps: number;
+  readonly weight: Variable | undefined;
+  readonly bias: Variable | undefined;
+
+  constructor(
+    readonly normalizedShape: number,
+    options: LayerNormOptions = {},
+  ) {
+    super();
+    if (!(Number.isInteger(normalizedShape) && normalizedShape >= 1)) {
+      throw new Error(`LayerNorm: normalizedShape (${normalizedShape}) must be a positive integer`);
+    }
+    this.eps = options.eps ?? 1e-5;
+    const affine = options.affine ?? true;
+    this.weight = affine ? this.addParameter('weight', tf.ones([normalizedShape])) : undefined;
+    this.bias = affine ? this.addParameter('bias', tf.zeros([normalizedShape])) : undefined;
+  }
+
+  /** `[..., C] -> [..., C]` (rank >= 1). */
+  forward(x: Tensor): Tensor {
+    if (x.rank < 1) throw new Error(`LayerNorm expects [..., ${this.normalizedShape}], got a scalar`);
+    expectChannels('LayerNorm', x, this.normalizedShape);
+    return tf.tidy(() => {
+      const { mean, variance } = tf.moments(x, [x.rank - 1], true);
+      return affineChannels(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, this.eps))), this.weight, this.bias);
+    });
+  }
+}
+
+/** `x · weight + bias` along the last axis (either may be absent). */
+function affineChannels(x: Tensor, weight: Variable | undefined, bias: Variable | undefined): Tensor {
+  const scaled = weight ? tf.mul(x, weight) : x;
+  return bias ? tf.add(scaled, bias) : scaled;
+}
+
+/** Which normalisation layer a network uses: batch norm, group norm, or layer norm. */
+export type NormKind = 'batch' | 'group' | 'layer';
+
+/** Accepted values of {@link NormKind}, e.g. for `--norm`. */
+export const NORM_KINDS: readonly NormKind[] = Object.freeze(['batch', 'group', 'layer'] as const);
+
+/** The number of groups group norm uses by default: 32, as in Wu & He (2018), when it fits. */
+export const DEFAULT_NORM_GROUPS = 32;
+
+/**
+ * The number of groups of a default group norm over `channels` channels: the largest divisor
+ * G of `channels` with G ≤ 32 and at least `minChannelsPerGroup` channels per group.
+ * So 32 for every multiple of 32 (all widths of the built-in ResNets: 32..2048), e.g. 25 for
+ * 100, 16 for 16, 1 for a prime above 32. Feature vectors (`[B, C]`, no spatial extent) ask for
+ * `minChannelsPerGroup = 2`, since a group of one value normalises to 0: 16 groups for 32.
+ */
+export function defaultNumGroups(channels: number, minChannelsPerGroup = 1): number {
+  for (let g = Math.min(DEFAULT_NORM_GROUPS, Math.floor(channels / minChannelsPerGroup)); g > 1; g--) {
+    if (channels % g === 0) return g;
+  }
+  return 1;
+}
+
+/**
+ * A normalisation layer over `channels` channels of the given kind:
+ * - `'batch'`: {@link BatchNorm};
+ * - `'group'`: {@link GroupNorm} with {@link defaultNumGroups} groups (`spatial` false: at least
+ *   two channels per group);
+ * - `'layer'`: for feature maps (`spatial`, `[B, H, W, C]`) `GroupNorm(1, C)`, statistics over
+ *   (H, W, C) per sample; for feature vectors (`[B, C]`) {@link LayerNorm} over C.
+ * `spatial`: whether the layer sees `[B, H, W, C]` feature maps (true) or `[B, C]` vectors.
+ */
+export function normLayer(kind: NormKind, channels: number, spatial: boolean): Layer {
+  switch (kind) {
+    case 'batch':
+      return new BatchNorm(channels);
+    case 'group':
+      return new GroupNorm(defaultNumGroups(channels, spatial ? 1 : 2), channels);
+    case 'layer':
+      return spatial ? new GroupNorm(1, channels) : new LayerNorm(channels);
+    default:
+      throw new Error(`unknown normalisation '${String(kind)}'; expected ${NORM_KINDS.join(' | ')}`);
+  }
+}

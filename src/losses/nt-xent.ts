@@ -5,12 +5,28 @@ import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../distributed/process-group.js';
 import { batchLayout, gatherRows, type BatchLayout } from './global-batch.js';
+import { ntXentLossTiled } from './nt-xent-tiled.js';
 import { checkPair, l2NormalizeRows } from './ops.js';
 
 export interface NtXentOptions {
   /** Softmax temperature τ > 0. */
   temperature: number;
+  /**
+   * Compute in tiles (`ntXentLossTiled`: same values and gradients, O(N·D) memory) instead
+   * of materialising the `[2B, 2N]` logits. Default: tiled exactly when 2B·2N exceeds
+   * {@link NT_XENT_TILED_THRESHOLD}. `true` / `false` force either (tests, benchmarks).
+   */
+  tiled?: boolean;
+  /** Tile side for the tiled computation (default `NT_XENT_DEFAULT_TILE_SIZE`, 1024). */
+  tileSize?: number;
 }
+
+/**
+ * Above this many logits (2B·2N elements; 4096², i.e. 64 MiB of float32 per `[2B, 2N]`
+ * matrix, of which the plain loss keeps several alive for its backward pass),
+ * `ntXentLoss` switches to the tiled computation unless `tiled` says otherwise.
+ */
+export const NT_XENT_TILED_THRESHOLD = 4096 * 4096;
 
 /** solo-learn's default: τ = 0.1. */
 export const NT_XENT_DEFAULTS: Readonly<NtXentOptions> = Object.freeze({ temperature: 0.1 });
@@ -37,6 +53,10 @@ export const MASKED_LOGIT = -1e9;
  * backward sums over ranks), so each rank's gradient on its rows is W × the global loss's;
  * DDP's averaging divides it back out (scale convention: src/distributed/collectives.ts).
  * Two collectives forward (one per view), two backward.
+ *
+ * Above {@link NT_XENT_TILED_THRESHOLD} logits (or with `tiled: true`) this delegates to
+ * `ntXentLossTiled` (src/losses/nt-xent-tiled.ts): same values and gradients to float32
+ * round-off, memory O(N·D + tileSize²) instead of O(B·N).
  */
 export function ntXentLoss(
   z1: tf.Tensor2D,
@@ -50,6 +70,8 @@ export function ntXentLoss(
     throw invalidValue('temperature', temperature, 'a number > 0');
   }
   const layout = batchLayout('ntXentLoss', z1.shape[0], group);
+  const tiled = options.tiled ?? 4 * layout.localBatch * layout.globalBatch > NT_XENT_TILED_THRESHOLD;
+  if (tiled) return ntXentLossTiled(z1, z2, { temperature, tileSize: options.tileSize }, group);
   return tf.tidy(() => {
     const n1 = l2NormalizeRows(z1);
     const n2 = l2NormalizeRows(z2);

@@ -1,8 +1,8 @@
 import type { Rng } from '../core/random.js';
 import type { Tensor, Tensor2D } from '../core/tf.js';
-import { BatchNorm, Linear, ReLU, Sequential } from '../core/layers.js';
+import { Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
 import { barlowTwinsLoss } from '../losses/index.js';
-import { BaseMethod, type MethodArgs, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import { BaseMethod, headNorm, type MethodArgs, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
 
 /**
  * Barlow Twins (Zbontar et al. 2021): a three-layer projector with batch norm and the
@@ -20,7 +20,7 @@ export class BarlowTwins extends BaseMethod {
   constructor(ctx: MethodContext) {
     super(ctx);
     const { projHiddenDim, projOutputDim } = this.args;
-    this.projector = this.addModule('projector', barlowProjector(this.backbone.featureDim, projHiddenDim, projOutputDim, ctx.rng));
+    this.projector = this.addModule('projector', barlowProjector(this.backbone.featureDim, projHiddenDim, projOutputDim, this.norm, ctx.rng));
   }
 
   /** Projections of the two views: `[B, projOutputDim]` each. */
@@ -36,13 +36,14 @@ export class BarlowTwins extends BaseMethod {
   }
 }
 
-function barlowProjector(inDim: number, hidden: number, out: number, rng: Rng): Sequential {
+/** Linear-Norm-ReLU twice, then Linear (Norm: {@link headNorm}). */
+function barlowProjector(inDim: number, hidden: number, out: number, norm: NormKind, rng: Rng): Sequential {
   return new Sequential(
     new Linear(inDim, hidden, { rng }),
-    new BatchNorm(hidden),
+    headNorm(norm, hidden),
     new ReLU(),
     new Linear(hidden, hidden, { rng }),
-    new BatchNorm(hidden),
+    headNorm(norm, hidden),
     new ReLU(),
     new Linear(hidden, out, { rng }),
   );

@@ -2,7 +2,8 @@ import { Module } from '../core/module.js';
 import { detach } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
-import { BatchNorm, Linear } from '../core/layers.js';
+import { BatchNorm, LayerNorm, Linear, type NormKind } from '../core/layers.js';
+import type { Layer } from '../core/module.js';
 import type { Backbone } from '../backbones/index.js';
 import type { ProcessGroup } from '../distributed/process-group.js';
 
@@ -19,6 +20,8 @@ export interface MethodContext {
   rng: Rng;
   /** The method's hyperparameters, already merged with its defaults. */
   args: MethodArgs;
+  /** Normalisation of the heads (`batch` default; `group`/`layer` make them per-sample). */
+  norm?: NormKind;
 }
 
 /** What a self-supervised objective returns for one batch. */
@@ -75,12 +78,15 @@ export abstract class BaseMethod extends Module {
   readonly backbone: Backbone;
   readonly classifier: Linear;
   readonly args: MethodArgs;
+  /** Normalisation used by the heads. */
+  readonly norm: NormKind;
   /** The process group the losses gather over; set by the training strategy. */
   group: ProcessGroup | undefined;
 
   constructor(ctx: MethodContext) {
     super();
     this.args = ctx.args;
+    this.norm = ctx.norm ?? 'batch';
     this.backbone = this.addModule('backbone', ctx.createBackbone(ctx.rng));
     this.classifier = this.addModule('classifier', new Linear(this.backbone.featureDim, ctx.numClasses, { rng: ctx.rng }));
   }
@@ -163,6 +169,15 @@ export abstract class BaseMethod extends Module {
   stepLogs(): Record<string, number> {
     return {};
   }
+}
+
+/**
+ * The normalisation of a head's hidden layer of `dim` features: batch norm, or for `group`
+ * and `layer` a per-sample LayerNorm over all features (group norm is for feature maps;
+ * on a vector, small groups of a few values normalise badly).
+ */
+export function headNorm(norm: NormKind, dim: number): Layer {
+  return norm === 'batch' ? new BatchNorm(dim) : new LayerNorm(dim);
 }
 
 /** Whether `module` contains batch norm in training mode (which couples the samples of a batch). */

@@ -2,9 +2,9 @@ import type { Module } from '../core/module.js';
 import { detach } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
 import type { Tensor, Tensor2D } from '../core/tf.js';
-import { BatchNorm, Linear, ReLU, Sequential } from '../core/layers.js';
+import { Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
 import { byolLoss } from '../losses/index.js';
-import type { MethodArgs, MethodContext, OptimDefaults, SslLossOutput } from './base.js';
+import { headNorm, type MethodArgs, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
 import { MomentumMethod } from './momentum.js';
 
 /**
@@ -33,9 +33,9 @@ export class BYOL extends MomentumMethod {
     super(ctx);
     const { projHiddenDim, projOutputDim, predHiddenDim } = this.args;
     const featureDim = this.backbone.featureDim;
-    this.projector = this.addModule('projector', mlpHead(featureDim, projHiddenDim, projOutputDim, ctx.rng));
-    this.predictor = this.addModule('predictor', mlpHead(projOutputDim, predHiddenDim, projOutputDim, ctx.rng));
-    this.momentumProjector = this.addModule('momentumProjector', mlpHead(featureDim, projHiddenDim, projOutputDim, ctx.rng));
+    this.projector = this.addModule('projector', mlpHead(featureDim, projHiddenDim, projOutputDim, this.norm, ctx.rng));
+    this.predictor = this.addModule('predictor', mlpHead(projOutputDim, predHiddenDim, projOutputDim, this.norm, ctx.rng));
+    this.momentumProjector = this.addModule('momentumProjector', mlpHead(featureDim, projHiddenDim, projOutputDim, this.norm, ctx.rng));
     this.initializeTargets();
   }
 
@@ -58,7 +58,7 @@ export class BYOL extends MomentumMethod {
   }
 }
 
-/** Linear -> BatchNorm -> ReLU -> Linear: BYOL's projector and predictor. */
-function mlpHead(inDim: number, hidden: number, out: number, rng: Rng): Sequential {
-  return new Sequential(new Linear(inDim, hidden, { rng }), new BatchNorm(hidden), new ReLU(), new Linear(hidden, out, { rng }));
+/** Linear -> Norm -> ReLU -> Linear: BYOL's projector and predictor (Norm: {@link headNorm}). */
+function mlpHead(inDim: number, hidden: number, out: number, norm: NormKind, rng: Rng): Sequential {
+  return new Sequential(new Linear(inDim, hidden, { rng }), headNorm(norm, hidden), new ReLU(), new Linear(hidden, out, { rng }));
 }

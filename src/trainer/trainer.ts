@@ -1,3 +1,4 @@
+import 'reflect-metadata';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject, injectable, injectAll } from 'tsyringe';

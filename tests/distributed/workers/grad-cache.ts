@@ -1,8 +1,10 @@
+import 'reflect-metadata';
 /**
  * One rank of a short training run through `runTraining` with an injected DDP strategy
  * over an instrumented process group, with or without the gradient cache. Rank 0 reports
  * the final model (from last.ckpt) and every rank its collective counts.
  */
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container } from 'tsyringe';
 import { buildConfig } from '../../../src/cli/config.js';
@@ -70,15 +72,18 @@ run(async () => {
   });
   // Count only the training steps: setup broadcasts happen before.
   await runTraining(config, { container: scope, callbacks: [] });
-  let model: Record<string, number[]> | undefined;
+  // The model goes to a file: a multi-megabyte stdout line can be cut off at process.exit.
+  let modelFile: string | undefined;
   if (rank === 0) {
     const ckpt = loadCheckpoint(join(runDir, 'checkpoints', 'last.ckpt'));
-    model = Object.fromEntries(
+    const model = Object.fromEntries(
       Object.entries(ckpt.tensors)
         .filter(([name]) => name.startsWith('model/'))
         .map(([name, t]) => [name, Array.from(t.dataSync())]),
     );
     tf.dispose(Object.values(ckpt.tensors));
+    modelFile = join(spec.dir, 'model.json');
+    writeFileSync(modelFile, JSON.stringify(model));
   }
-  return { rank, counts, gradientAllReduces: strategy.stats.gradientAllReduces, model };
+  return { rank, counts, gradientAllReduces: strategy.stats.gradientAllReduces, modelFile };
 });
