@@ -71,8 +71,13 @@ export async function initEngine(requested: BackendChoice = 'auto'): Promise<Eng
   // tfjs-backend-cpu greets Node users once with an advert for tfjs-node; keep logs clean.
   (tf.backend() as unknown as { firstUse?: boolean }).firstUse = false;
   let nativeKernels = false;
-  if (backend === 'cpu' && requested !== 'cpu-js') {
-    for (const install of cpuKernelInstallers) nativeKernels = install() || nativeKernels;
+  if (backend === 'cpu') {
+    // Imported here rather than at the top: native-kernels.ts imports this module (to call
+    // registerCpuKernelInstaller), and a static import would run it before this module's
+    // installer list exists. Also lets `cpu-js` put the JS kernels back after `cpu`.
+    const { restoreJsKernels } = await import('./native-kernels.js');
+    if (requested === 'cpu-js') restoreJsKernels();
+    else for (const install of cpuKernelInstallers) nativeKernels = install() || nativeKernels;
   }
   current = { backend, requested, tensorflowPackage, nativeKernels };
   return current;

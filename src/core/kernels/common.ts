@@ -1,0 +1,87 @@
+/**
+ * Shared plumbing of the native (oneDNN) cpu kernels: the addon's interface, the slice of
+ * tfjs-backend-cpu's backend they use, and helpers to read float32 inputs.
+ */
+import type { tf } from '../tf.js';
+
+type TensorInfo = tf.TensorInfo;
+
+/** The functions exported by `native/dnnl` (ssl_zoo_dnnl.node). Every call is synchronous. */
+export interface DnnlAddon {
+  readonly dnnlVersion: string;
+  /** c = act(op(a) x op(b) + bias); batch dims equal or one of them 1. */
+  matmul(
+    a: Float32Array, b: Float32Array, bias: Float32Array | null, out: Float32Array,
+    batchA: number, batchB: number, m: number, n: number, k: number,
+    transposeA: boolean, transposeB: boolean, activation: number, alpha: number,
+  ): boolean;
+  /** params: Int32Array [N,H,W,C, OH,OW,OC, KH,KW, sh,sw, dh,dw, pt,pl,pb,pr]. */
+  conv2d(x: Float32Array, filter: Float32Array, bias: Float32Array | null, out: Float32Array,
+    params: Int32Array, activation: number, alpha: number): boolean;
+  conv2dBackpropInput(dy: Float32Array, filter: Float32Array, out: Float32Array, params: Int32Array): boolean;
+  conv2dBackpropFilter(x: Float32Array, dy: Float32Array, out: Float32Array, params: Int32Array): boolean;
+  setNumThreads(n: number): void;
+  numThreads(): number;
+  setLayoutMode(mode: number): void;
+  clearCache(): void;
+  cacheSize(): number;
+  lastError(): string;
+  /** oneDNN's implementation of the last primitive created since the previous call, or ''. */
+  lastImpl(): string;
+  [name: string]: unknown;
+}
+
+/** What the kernels use of tfjs-backend-cpu's `MathBackendCPU`. */
+export interface CpuBackend {
+  data: { get(dataId: unknown): { values?: unknown } };
+  makeTensorInfo(shape: number[], dtype: tf.DataType, values?: Float32Array): TensorInfo;
+  disposeIntermediateTensorInfo(t: TensorInfo): void;
+}
+
+export interface KernelArgs {
+  inputs: Record<string, TensorInfo | undefined>;
+  backend: CpuBackend;
+  attrs?: Record<string, unknown>;
+}
+
+/**
+ * A native kernel: computes the result, or returns null to let the original pure-JS kernel
+ * handle the call (unsupported dtype, attribute or shape).
+ */
+export type NativeKernelFunc = (args: KernelArgs, addon: DnnlAddon) => TensorInfo | TensorInfo[] | null;
+
+export interface NativeKernel {
+  kernelName: string;
+  func: NativeKernelFunc;
+}
+
+/** The float32 values of `t`, or null when `t` is not a plain float32 tensor on the cpu backend. */
+export function f32(backend: CpuBackend, t: TensorInfo | undefined): Float32Array | null {
+  if (t == null || t.dtype !== 'float32') return null;
+  const values = backend.data.get(t.dataId).values;
+  return values instanceof Float32Array ? values : null;
+}
+
+export function sizeOf(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+/** Activation codes of the addon (see native/dnnl/src/ops.h); undefined for unsupported ones. */
+export function activationCode(activation: unknown): number | undefined {
+  switch (activation ?? 'linear') {
+    case 'linear': return 0;
+    case 'relu': return 1;
+    case 'relu6': return 2;
+    case 'leakyrelu': return 3;
+    case 'elu': return 4;
+    case 'sigmoid': return 5;
+    default: return undefined;
+  }
+}
+
+/** Whether every value is a positive integer. */
+export function allPositiveInts(xs: readonly number[]): boolean {
+  return xs.every((x) => Number.isInteger(x) && x > 0);
+}
