@@ -95,6 +95,21 @@ export class TrainConfig {
   @IsInt() @Min(0) valSamples = 0;
   /** Augmentation worker threads (0 = on the training thread). */
   @IsInt() @Min(0) @Max(64) workers = 1;
+
+  /** `wandb`: mirror the run to Weights & Biases too (the run directory is always written). */
+  @IsIn(['local', 'wandb']) logger: 'local' | 'wandb' = 'local';
+  /** W&B project (implies `logger: wandb`); default WANDB_PROJECT, else `ssl-zoo-<dataset>`. */
+  @IsOptional() @IsString() wandbProject?: string;
+  /** W&B user or team; default WANDB_ENTITY, else the API key's default entity. */
+  @IsOptional() @IsString() wandbEntity?: string;
+  /** W&B run name; default `<method>-<backbone>-<dataset>-seed<seed>`. */
+  @IsOptional() @IsString() wandbName?: string;
+  /** W&B group; default `<method>-<backbone>-<dataset>`. */
+  @IsOptional() @IsString() wandbGroup?: string;
+  /** Extra W&B tags, comma-separated (or a YAML list); method, backbone and dataset are always tags. */
+  @IsOptional() @IsString({ each: true }) wandbTags?: string | string[];
+  /** `offline`: local only, upload later with `ssl-train wandb-sync`; default WANDB_MODE, else online. */
+  @IsOptional() @IsIn(['online', 'offline', 'disabled']) wandbMode?: 'online' | 'offline' | 'disabled';
 }
 
 export type TrainConfigInput = Partial<Record<keyof TrainConfig, unknown>>;

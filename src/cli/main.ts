@@ -8,6 +8,8 @@ import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../distributed/loss-check.js';
 import { preflightDistributed, runTraining } from './train.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from './verify.js';
+import { runCompare, type CompareCliOptions } from './compare.js';
+import { formatSyncResult, wandbSync } from './wandb-sync.js';
 
 /** Exit code for user mistakes (bad flags, config, data, environment). */
 export const USER_ERROR_EXIT = 2;
@@ -79,7 +81,14 @@ function addTrainOptions(command: Command): Command {
     .option('--knn-temperature <x>', 'kNN vote temperature', numeric, 0.07)
     .option('--knn-train-samples <n>', 'training images in the kNN memory (0: all)', numeric, 10000)
     .option('--val-samples <n>', 'validation images to evaluate (0: all)', numeric, 0)
-    .option('--workers <n>', 'augmentation worker threads (0: none)', numeric, 1);
+    .option('--workers <n>', 'augmentation worker threads (0: none)', numeric, 1)
+    .option('--logger <name>', 'local (the run directory) or wandb (Weights & Biases too; the run directory is always written)', 'local')
+    .option('--wandb-project <name>', 'W&B project, implies --logger wandb (default: WANDB_PROJECT, else ssl-zoo-<dataset>)')
+    .option('--wandb-entity <name>', "W&B user or team (default: WANDB_ENTITY, else the API key's)")
+    .option('--wandb-name <name>', 'W&B run name (default: <method>-<backbone>-<dataset>-seed<seed>)')
+    .option('--wandb-group <name>', 'W&B group (default: <method>-<backbone>-<dataset>)')
+    .option('--wandb-tags <a,b>', 'extra W&B tags (method, backbone and dataset always are)')
+    .option('--wandb-mode <mode>', 'online, offline (upload later: ssl-train wandb-sync RUN_DIR) or disabled (default: WANDB_MODE, else online)');
 }
 
 /** Launches `nprocs` workers running this same command line; resolves to the exit code. */
@@ -152,6 +161,30 @@ export function buildProgram(): Command {
   });
   program.addCommand(verify);
   verify.exitOverride();
+
+  const compare = new Command('compare')
+    .description('compare runs side by side: one self-contained HTML report (loss, kNN and linear accuracy, throughput, final table, UMAP maps of the final checkpoints) and the charts as PNG')
+    .argument('<run-dirs...>', 'run directories')
+    .option('--out <dir>', 'output directory for report.html and the PNG charts')
+    .option('--points <n>', 'validation images per embedding map', numeric, 1000)
+    .option('--no-embeddings', 'leave out the embedding maps (no checkpoint is loaded)')
+    .option('--title <text>', 'report title')
+    .action(async (dirs: string[], opts: CompareCliOptions) => {
+      await runCompare(dirs, opts);
+    });
+  const sync = new Command('wandb-sync')
+    .description('upload runs to Weights & Biases from their run directories (offline runs, failed uploads): config, every history row, summary')
+    .argument('<run-dirs...>', 'run directories')
+    .action(async (dirs: string[]) => {
+      for (const r of await wandbSync(dirs)) {
+        if (r.ok) process.stdout.write(`${formatSyncResult(r)}\n`);
+        else {
+          process.stderr.write(`ssl-train: error: wandb-sync: ${formatSyncResult(r)}\n`);
+          process.exitCode = 1;
+        }
+      }
+    });
+  for (const command of [compare, sync]) program.addCommand(command.exitOverride());
   program.exitOverride();
   return program;
 }

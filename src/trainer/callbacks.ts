@@ -70,12 +70,23 @@ export class ProgressBar implements Callback {
     }
   }
 
+  /**
+   * One line per epoch with the validation metrics computed after it (none when this epoch
+   * was not validated: `metrics` are then an earlier epoch's). On a terminal the bar is
+   * stopped for the line and restarted for the next epoch, if there is one.
+   */
   onEpochEnd(progress: Progress, metrics: Record<string, number>): void {
-    const line = `epoch ${this.epochLabel(progress)} done: ${formatMetrics(metrics, Object.keys(metrics).sort())}`;
+    const fresh = metrics.epoch === undefined || metrics.epoch === progress.epoch;
+    const keys = fresh ? Object.keys(metrics).filter((k) => k !== 'epoch').sort() : [];
+    const line = `epoch ${this.epochLabel(progress)} done${keys.length > 0 ? `: ${formatMetrics(metrics, keys)}` : ''}`;
     if (this.bar) {
       this.bar.stop();
       this.stream.write(`${line}\n`);
-      this.bar.start(progress.totalSteps, progress.step, { epoch: this.epochLabel({ ...progress, epoch: progress.epoch + 1 }), metrics: '' });
+      if (progress.epoch + 1 < this.totalEpochs) {
+        this.bar.start(progress.totalSteps, progress.step, { epoch: this.epochLabel({ ...progress, epoch: progress.epoch + 1 }), metrics: '' });
+      } else {
+        this.bar = undefined;
+      }
     } else {
       this.stream.write(`${line}\n`);
     }

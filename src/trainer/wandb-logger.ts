@@ -591,6 +591,10 @@ interface SdkFileStream {
 interface SdkDocument {
   toString(): string;
 }
+interface SdkInternalApiClass {
+  new (host: string, key?: string, entity?: string): { upsertRun(vars: Record<string, unknown>): Promise<unknown> };
+  prototype: unknown;
+}
 
 /** An HTTP status worth retrying (or none: a network error or timeout). */
 function transient(status: number | undefined): boolean {
@@ -652,10 +656,12 @@ async function workerMain(input: WorkerInput): Promise<void> {
   };
 
   const { default: wandb } = await import('@wandb/sdk');
-  const { InternalApi } = await import('@wandb/sdk/dist/internal/api.js');
-  const { FileStream } = await import('@wandb/sdk/dist/internal/filestream.js');
+  // The SDK's internal modules (not in its exports map), the very instances its entry point loads.
+  const sdkRoot = import.meta.resolve('@wandb/sdk');
+  const { InternalApi } = (await import(new URL('./dist/internal/api.js', sdkRoot).href)) as { InternalApi: SdkInternalApiClass };
+  const { FileStream } = (await import(new URL('./dist/internal/filestream.js', sdkRoot).href)) as { FileStream: { prototype: unknown } };
   const { start } = input;
-  const apiProto = InternalApi.prototype as unknown as {
+  const apiProto = InternalApi.prototype as {
     execute(this: SdkInternalApi, query: SdkDocument, vars: Record<string, unknown>): Promise<unknown>;
     upsertRun(this: SdkInternalApi, vars: Record<string, unknown>): Promise<unknown>;
   };
@@ -671,8 +677,9 @@ async function workerMain(input: WorkerInput): Promise<void> {
   const upsertRun = apiProto.upsertRun;
   apiProto.upsertRun = function (vars) {
     // wandb.init drops these; W&B sets them through the same upsertBucket mutation.
-    const extra = vars.name === start.id ? { groupName: start.group, tags: start.tags, jobType: start.jobType } : {};
-    return upsertRun.call(this, { ...vars, ...extra });
+    // (In place: the SDK reads the entity that execute() fills in back from this object.)
+    if (vars.name === start.id) Object.assign(vars, { groupName: start.group, tags: start.tags, jobType: start.jobType });
+    return upsertRun.call(this, vars);
   };
   (FileStream.prototype as unknown as { send(this: SdkFileStream, data: unknown): Promise<unknown> }).send = function (data) {
     const body = JSON.stringify(data);

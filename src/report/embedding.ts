@@ -1,0 +1,96 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { UMAP } from 'umap-js';
+import { buildConfig, CONFIG_KEYS, type TrainConfigInput } from '../cli/config.js';
+import { prepareExperiment } from '../cli/train.js';
+import { engineInfo, initEngine } from '../core/engine.js';
+import { UserError } from '../core/errors.js';
+import { Rng } from '../core/random.js';
+import { tf } from '../core/tf.js';
+import { evalTransform } from '../data/augment.js';
+import { subset } from '../data/dataset.js';
+import { extractFeatures } from '../eval/features.js';
+import { loadCheckpoint, withoutPrefix } from '../trainer/checkpoint.js';
+import type { ReportRun } from './run-data.js';
+
+/** A 2-D map of validation features. */
+export interface Embedding {
+  /** One point per validation image: UMAP coordinates and class index. */
+  points: Array<{ x: number; y: number; label: number }>;
+  /** [numClasses] */
+  classNames: string[];
+  /** Optimizer step of the checkpoint the features come from. */
+  step: number;
+  /** The run's last kNN top-1 accuracy (for the caption), if it validated. */
+  knnAcc1?: number;
+}
+
+/** Options of {@link computeEmbedding}. */
+export interface EmbeddingOptions {
+  /** At most this many validation images (a seeded sample of the validation split). */
+  points: number;
+  /** Seeds the sample and UMAP (default 0). */
+  seed?: number;
+}
+
+/** The run's training config, rebuilt from the resolved `config.json` (only the options). */
+function trainConfigOf(run: ReportRun): ReturnType<typeof buildConfig> {
+  const input: Record<string, unknown> = {};
+  for (const key of CONFIG_KEYS) if (run.config[key] !== undefined && run.config[key] !== null) input[key] = run.config[key];
+  try {
+    return buildConfig(input as TrainConfigInput);
+  } catch (e) {
+    throw new UserError(`config.json does not rebuild the run (${(e as Error).message})`);
+  }
+}
+
+/**
+ * The UMAP map of a run's final representation: rebuilds the method from the run's
+ * `config.json` (same data, backbone and heads), loads `checkpoints/last.ckpt`, extracts
+ * backbone features (eval mode, deterministic eval transform) of up to `points` validation
+ * images, L2-normalises them (kNN compares cosine similarities) and embeds them in 2-D
+ * with a seeded UMAP. Failures (no checkpoint, data gone, unknown method) are user errors.
+ */
+export async function computeEmbedding(run: ReportRun, options: EmbeddingOptions): Promise<Embedding> {
+  const checkpointPath = join(run.dir, 'checkpoints', 'last.ckpt');
+  if (!existsSync(checkpointPath)) throw new UserError(`no checkpoints/last.ckpt (the run did not finish)`);
+  const config = trainConfigOf(run);
+  if (!engineInfo()) await initEngine(config.backend === 'cpu-js' ? 'cpu-js' : 'auto');
+  const experiment = prepareExperiment(config);
+  const seed = options.seed ?? 0;
+  const test = experiment.test;
+  const n = Math.min(options.points, test.length);
+  const val = n < test.length ? subset(test, new Rng(seed + 11).permutation(test.length).slice(0, n)) : test;
+  const method = experiment.createMethod();
+  let step = 0;
+  let features: Float32Array;
+  let dim: number;
+  try {
+    const checkpoint = loadCheckpoint(checkpointPath);
+    try {
+      method.loadStateDict(withoutPrefix(checkpoint.tensors, 'model/'));
+      step = (checkpoint.meta.progress as { step?: number } | undefined)?.step ?? 0;
+    } finally {
+      tf.dispose(Object.values(checkpoint.tensors));
+    }
+    method.eval();
+    const extracted = extractFeatures(method, val, evalTransform(experiment.train), 128);
+    const normalised = tf.tidy(() => tf.div(extracted.features, tf.add(tf.norm(extracted.features, 2, 1, true), 1e-12)));
+    dim = extracted.features.shape[1] ?? 1;
+    features = normalised.dataSync() as Float32Array;
+    tf.dispose([extracted.features, extracted.logits, normalised]);
+  } finally {
+    method.dispose();
+  }
+  const rows = Array.from({ length: n }, (_, i) => Array.from(features.subarray(i * dim, (i + 1) * dim)));
+  const rng = new Rng(seed);
+  const umap = new UMAP({ nComponents: 2, nNeighbors: Math.max(2, Math.min(15, n - 1)), minDist: 0.1, random: () => rng.uniform() });
+  const coords = umap.fit(rows);
+  const knn = [...run.rows].reverse().find((r) => Number.isFinite(r.values['val/knn_acc1']))?.values['val/knn_acc1'];
+  return {
+    points: coords.map(([x, y], i) => ({ x, y, label: val.labels[i] })),
+    classNames: [...val.classNames],
+    step,
+    knnAcc1: knn,
+  };
+}
