@@ -6,6 +6,7 @@
 #   dataset-fashion-mnist Fashion-MNIST in /usr/share/datasets/fashion-mnist
 #   redis-server          Redis rendezvous (tests start their own server)
 #   chromium              headless browser for the comparison-report test
+#   fonts-dejavu-core     the font of the PNG charts
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -13,7 +14,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-  build-essential python3 libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium
+  build-essential python3 libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium fonts-dejavu-core
 npm ci
 npm run build:native
 npm run build

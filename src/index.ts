@@ -20,3 +20,4 @@ export * from './trainer/index.js';
 export type { ProcessGroup } from './distributed/process-group.js';
 export { TrainConfig, buildConfig, readConfigFile } from './cli/config.js';
 export { runTraining, type TrainingRun, type RunOptions } from './cli/train.js';
+export * from './report/index.js';
