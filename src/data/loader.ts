@@ -100,6 +100,9 @@ class WorkerSlot {
   async terminate(): Promise<void> {
     if (this.exited) return;
     this.failure ??= new Error('loader closed');
+    // An idle worker is unref'd; awaiting its termination must keep the process alive, or
+    // the event loop can empty with this await unsettled (exit code 13).
+    this.worker.ref();
     await this.worker.terminate();
   }
 }
