@@ -14,57 +14,14 @@
 import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { createBackbone } from '../../src/backbones/index.js';
 import { initEngine, type BackendChoice } from '../../src/core/engine.js';
-import { Rng } from '../../src/core/random.js';
-import { tf } from '../../src/core/tf.js';
-import { resolveMethodArgs, SimCLR } from '../../src/methods/index.js';
-import { SslTask } from '../../src/methods/task.js';
-import { flag, median, noiseBatch, timeSteps, writeReport } from './common.js';
-
-interface ModelSpec {
-  batch: number;
-  size: number;
-  channels: number;
-  cifarStem: boolean;
-}
-
-const MODELS: Record<string, ModelSpec> = {
-  tiny_resnet: { batch: 256, size: 28, channels: 1, cifarStem: false },
-  resnet18: { batch: 64, size: 32, channels: 3, cifarStem: true },
-};
-
-
+import { flag, median, timeSteps, writeReport } from './common.js';
+import { buildSimclrStep, STEP_MODELS } from './simclr-step.js';
 
 /** Child process: times `reps` steps (after one warm-up step when reps > 1). */
 async function child(backend: BackendChoice, model: string, reps: number): Promise<void> {
   const engine = await initEngine(backend);
-  const spec = MODELS[model];
-  const rng = new Rng(0);
-  const method = new SimCLR({
-    createBackbone: (r) => createBackbone(model, { inChannels: spec.channels, imageSize: spec.size, cifarStem: spec.cifarStem, rng: r }),
-    numClasses: 10,
-    rng,
-    args: resolveMethodArgs('simclr', {}),
-  });
-  const task = new SslTask(method, {
-    optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4, momentum: 0.9, larsEta: 0.02, larsClipLr: true,
-    warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: spec.batch,
-  });
-  const { optimizer } = task.configureOptimizers({ totalSteps: 100, stepsPerEpoch: 10 });
-  const batch = noiseBatch(rng, spec.batch, spec.size, spec.channels);
-  const variables = method.trainableParameters();
-  const step = () => {
-    const { value, grads } = tf.variableGrads(() => {
-      const out = task.trainingStep(batch);
-      tf.dispose(Object.values(out.metrics));
-      return out.loss;
-    }, variables);
-    optimizer.step(grads);
-    value.dataSync();
-    tf.dispose([value, ...Object.values(grads)]);
-  };
-  const times = timeSteps(step, reps);
+  const times = timeSteps(buildSimclrStep(model), reps);
   process.stdout.write(`${JSON.stringify({ backend, model, native: engine.nativeKernels, seconds: median(times), steps: times })}\n`);
 }
 
@@ -88,7 +45,7 @@ async function main(): Promise<void> {
   const torchScript = fileURLToPath(new URL('../../../scripts/bench/step_torch.py', import.meta.url));
   const results: Record<string, Record<string, unknown>> = {};
   for (const model of models) {
-    const spec = MODELS[model];
+    const spec = STEP_MODELS[model];
     const entry: Record<string, unknown> = { batch: spec.batch, image: [spec.size, spec.size, spec.channels] };
     for (const backend of backends) {
       if (backend === 'cpu-js' && !jsModels.includes(model)) continue;

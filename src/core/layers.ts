@@ -4,6 +4,7 @@
  * caller and frees its intermediates.
  */
 import { fanIn, kaimingNormalFanOut, uniformFanIn } from './init.js';
+import { batchNormTraining } from './kernels/batch-norm.js';
 import { Layer, type Module } from './module.js';
 import type { Rng } from './random.js';
 import { tf, type Tensor, type Variable } from './tf.js';
@@ -193,7 +194,9 @@ export interface BatchMoments {
  *
  * Parameters `weight` (γ, ones) and `bias` (β, zeros), `[C]`; buffers `runningMean`
  * (zeros), `runningVar` (ones), `[C]`, and `numBatchesTracked` (int32 scalar).
- * Subclasses (synchronised batch norm) override only {@link batchMoments}.
+ * Subclasses (synchronised batch norm) override only {@link batchMoments}. Without an
+ * override, training mode runs the fused {@link batchNormTraining} (same function, fewer
+ * kernels).
  */
 export class BatchNorm extends Layer {
   readonly eps: number;
@@ -226,13 +229,26 @@ export class BatchNorm extends Layer {
     return tf.tidy(() => {
       if (!this.training) return this.normalize(x, this.runningMean, this.runningVar);
       const reduceAxes = x.shape.slice(0, -1).map((_, i) => i);
-      const { mean, variance, count } = this.batchMoments(x, reduceAxes);
-      if (count < 2) {
-        throw new Error(`BatchNorm in training mode needs more than 1 value per channel, got input shape [${x.shape}]`);
+      if (this.batchMoments === BatchNorm.prototype.batchMoments) {
+        // This batch's own statistics: the fused kernel (two passes each way on the native
+        // engine; the same tfjs composition as below otherwise).
+        const count = x.size / this.numFeatures;
+        this.checkCount(count, x);
+        const { y, mean, variance } = batchNormTraining(x, this.weight, this.bias, this.eps);
+        this.updateRunningStats(mean, variance, count);
+        return y;
       }
+      const { mean, variance, count } = this.batchMoments(x, reduceAxes);
+      this.checkCount(count, x);
       this.updateRunningStats(mean, variance, count);
       return this.normalize(x, mean, variance);
     });
+  }
+
+  private checkCount(count: number, x: Tensor): void {
+    if (count < 2) {
+      throw new Error(`BatchNorm in training mode needs more than 1 value per channel, got input shape [${x.shape}]`);
+    }
   }
 
   /**

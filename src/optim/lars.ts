@@ -69,12 +69,21 @@ export class LARS extends SGD {
     if (this.isExcluded(param, group)) return grad;
     const p = param.variable;
     const wd = group.weightDecay;
-    const pNorm = tf.norm(p);
-    const gNorm = tf.norm(grad);
+    const pNorm = euclideanNorm(p);
+    const gNorm = euclideanNorm(grad);
     let trust = tf.mul(tf.div(pNorm, tf.add(tf.add(gNorm, tf.mul(pNorm, wd)), this.eps)), this.eta);
     if (this.clipLr) trust = tf.minimum(tf.div(trust, group.lr), 1);
-    const adapted = tf.mul(wd !== 0 ? tf.add(grad, tf.mul(p, wd)) : grad, trust);
+    // Where either norm is 0 the plain gradient is used (scale 1, no decay); the choice is
+    // made on scalars so that only two full-size element-wise ops run per parameter.
     const active = tf.logicalAnd(tf.greater(pNorm, 0), tf.greater(gNorm, 0));
-    return tf.where(active, adapted, grad);
+    const scale = tf.where(active, trust, tf.onesLike(trust));
+    if (wd === 0) return tf.mul(grad, scale);
+    const decay = tf.where(active, tf.fill([], wd), tf.zerosLike(trust));
+    return tf.mul(tf.add(grad, tf.mul(p, decay)), scale);
   }
+}
+
+/** `sqrt(Σ x²)` over every element, a scalar (tf.norm's Pow/Abs kernels are pure JS). */
+function euclideanNorm(x: Tensor): Tensor {
+  return tf.sqrt(tf.sum(tf.square(x)));
 }

@@ -15,7 +15,7 @@
  * uses them when they are, and otherwise the tfjs composition, with the same results.
  */
 import { tf, type Tensor } from '../tf.js';
-import { f32, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
+import { f32, outputArray, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
 
 export const BATCH_NORM_TRAIN = 'SslZooBatchNormTrain';
 export const BATCH_NORM_TRAIN_GRAD = 'SslZooBatchNormTrainGrad';
@@ -55,7 +55,7 @@ const forward: NativeKernel = {
   func: (args, addon: DnnlAddon) => {
     const [channels] = channelsOf(args);
     const x = values(args, 'x') as Float32Array;
-    const y = new Float32Array(x.length);
+    const y = outputArray(x.length);
     const mean = new Float32Array(channels);
     const variance = new Float32Array(channels);
     (addon as unknown as BnAddon).bnTrain(x, y, channels, values(args, 'scale'), values(args, 'offset'), epsilon(args), mean, variance);
@@ -74,7 +74,7 @@ const backward: NativeKernel = {
     const [channels] = channelsOf(args);
     const x = values(args, 'x') as Float32Array;
     const dy = values(args, 'dy') as Float32Array;
-    const dx = new Float32Array(x.length);
+    const dx = outputArray(x.length);
     const dscale = new Float32Array(channels);
     const doffset = new Float32Array(channels);
     (addon as unknown as BnAddon).bnTrainGrad(dy, x, channels, values(args, 'scale'), values(args, 'mean') as Float32Array,

@@ -85,3 +85,14 @@ export function activationCode(activation: unknown): number | undefined {
 export function allPositiveInts(xs: readonly number[]): boolean {
   return xs.every((x) => Number.isInteger(x) && x > 0);
 }
+
+/**
+ * A new `Float32Array` of `n` elements with unspecified contents, for a kernel output that
+ * the kernel overwrites completely: large outputs skip the allocator's zero-fill, a full
+ * pass over memory that costs as much as a simple element-wise op.
+ */
+export function outputArray(n: number): Float32Array {
+  if (n < 4096) return new Float32Array(n);
+  const bytes = Buffer.allocUnsafeSlow(n * 4);
+  return new Float32Array(bytes.buffer, bytes.byteOffset, n);
+}

@@ -5,7 +5,7 @@
  */
 import { tf } from '../tf.js';
 import {
-  activationCode, allPositiveInts, f32, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel,
+  activationCode, allPositiveInts, f32, outputArray, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel,
 } from './common.js';
 
 type Conv2DInfo = tf.backend_util.Conv2DInfo;
@@ -92,7 +92,7 @@ function conv2d(args: KernelArgs, addon: DnnlAddon, fused: boolean): tf.TensorIn
       if (biasVals == null) return null;
     }
   }
-  const out = new Float32Array(sizeOf(info.outShape));
+  const out = outputArray(sizeOf(info.outShape));
   if (!addon.conv2d(xVals, wVals, biasVals, out, params, act, alpha)) return null;
   return backend.makeTensorInfo(info.outShape, 'float32', out);
 }
@@ -110,7 +110,7 @@ function conv2dBackpropInput(args: KernelArgs, addon: DnnlAddon): tf.TensorInfo 
   if (info == null || !sameShape(info.outShape, dy.shape) || filter.shape[2] !== inputShape[3]) return null;
   const params = convParams(info);
   if (params == null) return null;
-  const out = new Float32Array(sizeOf(inputShape));
+  const out = outputArray(sizeOf(inputShape));
   if (!addon.conv2dBackpropInput(dyVals, wVals, out, params)) return null;
   return backend.makeTensorInfo(inputShape.slice(), 'float32', out);
 }
@@ -128,7 +128,7 @@ function conv2dBackpropFilter(args: KernelArgs, addon: DnnlAddon): tf.TensorInfo
   if (info == null || !sameShape(info.outShape, dy.shape) || filterShape[2] !== x.shape[3]) return null;
   const params = convParams(info);
   if (params == null) return null;
-  const out = new Float32Array(sizeOf(filterShape));
+  const out = outputArray(sizeOf(filterShape));
   if (!addon.conv2dBackpropFilter(xVals, dyVals, out, params)) return null;
   return backend.makeTensorInfo(filterShape.slice(), 'float32', out);
 }

@@ -6,7 +6,7 @@
  * Only float32 tensors are handled; anything else goes to the JS kernel.
  */
 import { tf } from '../tf.js';
-import { f32, sizeOf, type CpuBackend, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
+import { f32, outputArray, sizeOf, type CpuBackend, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
 
 type TensorInfo = tf.TensorInfo;
 
@@ -72,7 +72,7 @@ function binaryKernel(kernelName: string): NativeKernel {
       }
       const size = sizeOf(outShape);
       if (size === 0 || size > MAX_ELEMENTS) return null;
-      const out = new Float32Array(size);
+      const out = outputArray(size);
       const shape = outShape.length === 0 ? [1] : outShape;
       ops(addon).binary(op, aVals, bVals, out, Int32Array.from(shape),
         broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape));
@@ -99,7 +99,7 @@ function unaryKernel(kernelName: string): NativeKernel {
       const size = sizeOf(x.shape);
       if (size === 0 || xVals.length !== size) return null;
       const alpha = kernelName === 'Step' ? Number(attrs?.alpha ?? 0) : 0;
-      const out = new Float32Array(size);
+      const out = outputArray(size);
       ops(addon).unary(op, xVals, out, alpha);
       return output(backend, x.shape.slice(), out);
     },
@@ -137,7 +137,7 @@ function reduceValues(addon: CpuOpsAddon, op: number, x: Float32Array, shape: nu
     if (j < 0) return values === x ? x.slice() : values;
     const outer = sizeOf(groups.slice(0, j).map((g) => g.size));
     const inner = sizeOf(groups.slice(j + 1).map((g) => g.size));
-    const out = new Float32Array(outer * inner);
+    const out = outputArray(outer * inner);
     addon.reduce(op, values, out, outer, groups[j].size, inner, isLast ? scale : 1);
     values = out;
     groups.splice(j, 1);
@@ -190,7 +190,7 @@ const tileKernel: NativeKernel = {
     const outShape = x.shape.map((d, i) => d * reps[i]);
     const size = sizeOf(outShape);
     if (size === 0 || size > MAX_ELEMENTS || !reps.every((r) => Number.isInteger(r) && r > 0)) return null;
-    const out = new Float32Array(size);
+    const out = outputArray(size);
     ops(addon).tile(xVals, out, Int32Array.from(x.shape), Int32Array.from(reps));
     return output(backend, outShape, out);
   },
@@ -205,7 +205,7 @@ const transposeKernel: NativeKernel = {
     if (x == null || xVals == null || !Array.isArray(perm) || perm.length !== x.shape.length || x.shape.length === 0) return null;
     const size = sizeOf(x.shape);
     if (size === 0 || size > MAX_ELEMENTS) return null;
-    const out = new Float32Array(size);
+    const out = outputArray(size);
     ops(addon).transpose(xVals, out, Int32Array.from(x.shape), Int32Array.from(perm));
     return output(backend, perm.map((p) => x.shape[p]), out);
   },
@@ -231,7 +231,7 @@ const batchNormKernel: NativeKernel = {
     const fits = (v: Float32Array | null) => v == null || v.length === 1 || v.length === channels;
     if (![mVals, vVals, sVals, oVals].every(fits)) return null;
     const eps = typeof attrs.varianceEpsilon === 'number' ? attrs.varianceEpsilon : 0.001;
-    const out = new Float32Array(size);
+    const out = outputArray(size);
     ops(addon).batchNorm(xVals, out, channels, mVals, vVals, sVals, oVals, eps);
     return output(backend, x.shape.slice(), out);
   },
@@ -279,7 +279,7 @@ function poolKernel(kernelName: 'MaxPool' | 'AvgPool'): NativeKernel {
       const info = poolInfo(x.shape, attrs);
       const params = info && poolParams(info);
       if (info == null || params == null) return null;
-      const out = new Float32Array(sizeOf(info.outShape));
+      const out = outputArray(sizeOf(info.outShape));
       if (kernelName === 'MaxPool') ops(addon).maxPool(xVals, out, params);
       else ops(addon).avgPool(xVals, out, params);
       return output(backend, info.outShape.slice(), out);

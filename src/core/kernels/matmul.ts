@@ -1,6 +1,6 @@
 /** Native BatchMatMul and _FusedMatMul (oneDNN matmul primitive, bias and activation fused). */
 import { tf } from '../tf.js';
-import { activationCode, f32, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
+import { activationCode, f32, outputArray, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
 
 function matmul(args: KernelArgs, addon: DnnlAddon, fused: boolean): tf.TensorInfo | null {
   const { inputs, backend, attrs = {} } = args;
@@ -53,7 +53,7 @@ function matmul(args: KernelArgs, addon: DnnlAddon, fused: boolean): tf.TensorIn
       if (biasVals == null) return null;
     }
   }
-  const out = new Float32Array(batch * m * n);
+  const out = outputArray(batch * m * n);
   if (!addon.matmul(aVals, bVals, biasVals, out, batchA, batchB, m, n, k, transposeA, transposeB, act, alpha)) {
     return null;
   }

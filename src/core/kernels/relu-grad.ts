@@ -5,7 +5,7 @@
  * the same values (NaN where x is NaN, `0 * dy` where x <= 0, `dy` elsewhere).
  */
 import { tf, type Tensor } from '../tf.js';
-import { f32, type DnnlAddon, type NativeKernel } from './common.js';
+import { f32, outputArray, type DnnlAddon, type NativeKernel } from './common.js';
 
 export const RELU_GRAD = 'SslZooReluGrad';
 
@@ -26,7 +26,7 @@ export const reluGradKernel: NativeKernel = {
       throw new Error(`${RELU_GRAD}: dy and x must be float32 tensors of the same size`);
     }
     const n = xVals.length;
-    const out = new Float32Array(n);
+    const out = outputArray(n);
     if (n > 0) {
       const one = Int32Array.of(1);
       (addon as unknown as BinaryAddon).binary(RELU_GRAD_OP, dyVals, xVals, out, Int32Array.of(n), one, one);
