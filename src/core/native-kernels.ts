@@ -18,12 +18,11 @@
  * running W ranks on C cores should give each floor(C / W) (e.g. SSL_ZOO_NUM_THREADS in the
  * children's environment) so that the ranks do not oversubscribe the cores.
  */
-import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { registerCpuKernelInstaller } from './engine.js';
+import { packageRoot } from './package-root.js';
 import { batchNormKernels, registerBatchNormGradient } from './kernels/batch-norm.js';
 import type { DnnlAddon, KernelArgs, NativeKernel } from './kernels/common.js';
 import { convKernels } from './kernels/conv.js';
@@ -61,24 +60,6 @@ let loadError: string | undefined;
 const originals = new Map<string, tf.KernelConfig>();
 const added = new Set<string>();
 const stats = new Map<string, { native: number; fallback: number }>();
-
-/** The directory holding ssl-zoo's package.json (works from src/core and dist/src/core). */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest)) {
-      try {
-        if ((JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'ssl-zoo') return dir;
-      } catch {
-        // unreadable manifest: keep looking upwards
-      }
-    }
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('cannot find the ssl-zoo package root');
-    dir = parent;
-  }
-}
 
 /** Path of the compiled addon that {@link loadAddon} tries. */
 export function nativeAddonPath(): string {

@@ -689,25 +689,8 @@ export interface PresetOptions {
  * images, as in solo-learn's original CIFAR script. `cropSize` defaults to the image size.
  */
 export function simclrViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
-  const { S, mean, std, minScale, large } = presetBase(dataset, cropSize, options.stats);
-  const view: ViewAugmentation = {
-    cropSize: S,
-    cropScale: [minScale, 1],
-    cropRatio: [3 / 4, 4 / 3],
-    hflipProb: 0.5,
-    colorJitterProb: 0.8,
-    brightness: 0.8,
-    contrast: 0.8,
-    saturation: 0.8,
-    hue: 0.2,
-    grayscaleProb: 0.2,
-    gaussianBlurProb: large ? 0.5 : 0,
-    blurSigma: [0.1, 2.0],
-    solarizationProb: 0,
-    mean,
-    std,
-    ...options.overrides,
-  };
+  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.8, 0.8, 0.8, 0.2]);
+  const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
   return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
 }
 
@@ -718,17 +701,34 @@ export function simclrViews(dataset: ImageDataset, cropSize?: number, options: P
  * (view 1) and 0.1 (view 2), the ImageNet recipe; none on small images (CIFAR recipe).
  */
 export function byolViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
-  const { S, mean, std, minScale, large } = presetBase(dataset, cropSize, options.stats);
-  const base: ViewAugmentation = {
+  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.2, 0.1]);
+  return [
+    { ...base, gaussianBlurProb: large ? 1.0 : 0, solarizationProb: 0, ...options.overrides },
+    { ...base, mean: [...base.mean], std: [...base.std], gaussianBlurProb: large ? 0.1 : 0, solarizationProb: 0.2, ...options.overrides },
+  ];
+}
+
+/**
+ * What solo-learn's recipes share: RandomResizedCrop (scale from {@link presetBase}, ratio
+ * 3/4..4/3), flip p = 0.5, ColorJitter(brightness, contrast, saturation, hue) = `jitter`
+ * with p = 0.8, grayscale p = 0.2, blur sigma range 0.1..2 but no blur or solarization yet;
+ * `large` tells whether the crop is big enough for the ImageNet blur.
+ */
+function recipeView(
+  dataset: ImageDataset, cropSize: number | undefined, stats: ChannelStats | undefined,
+  [brightness, contrast, saturation, hue]: [number, number, number, number],
+): { view: ViewAugmentation; large: boolean } {
+  const { S, mean, std, minScale, large } = presetBase(dataset, cropSize, stats);
+  const view: ViewAugmentation = {
     cropSize: S,
     cropScale: [minScale, 1],
     cropRatio: [3 / 4, 4 / 3],
     hflipProb: 0.5,
     colorJitterProb: 0.8,
-    brightness: 0.4,
-    contrast: 0.4,
-    saturation: 0.2,
-    hue: 0.1,
+    brightness,
+    contrast,
+    saturation,
+    hue,
     grayscaleProb: 0.2,
     gaussianBlurProb: 0,
     blurSigma: [0.1, 2.0],
@@ -736,10 +736,7 @@ export function byolViews(dataset: ImageDataset, cropSize?: number, options: Pre
     mean,
     std,
   };
-  return [
-    { ...base, gaussianBlurProb: large ? 1.0 : 0, solarizationProb: 0, ...options.overrides },
-    { ...base, mean: [...mean], std: [...std], gaussianBlurProb: large ? 0.1 : 0, solarizationProb: 0.2, ...options.overrides },
-  ];
+  return { view, large };
 }
 
 /** solo-learn's Barlow Twins recipe: the same asymmetric recipe as {@link byolViews}. */

@@ -15,12 +15,13 @@
  * else to 127.0.0.1 when the rendezvous is a file or a loopback host, else to this machine's
  * host name (as PyTorch does).
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { hostname as osHostname } from 'node:os';
-import { dirname, isAbsolute, join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { invalidValue, UserError } from '../core/errors.js';
+import { packageRoot } from '../core/package-root.js';
 import { type ProcessGroup, SingleProcessGroup } from './process-group.js';
 
 /** Default per-collective timeout: a dead or stuck peer becomes an error after this long. */
@@ -95,29 +96,6 @@ export interface GlooAddon {
 
 const require = createRequire(import.meta.url);
 let cachedAddon: GlooAddon | undefined;
-
-/** The package root: the nearest ancestor of this file with ssl-zoo's package.json. */
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest)) {
-      try {
-        if ((JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'ssl-zoo') {
-          return dir;
-        }
-      } catch {
-        // not a readable manifest: keep walking up
-      }
-    }
-    const parent = dirname(dir);
-    if (parent === dir) {
-      // Compiled layout fallback: dist/src/distributed -> package root.
-      return join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-    }
-    dir = parent;
-  }
-}
 
 /** The path the addon is loaded from: `$SSL_ZOO_GLOO_ADDON`, else the built one. */
 export function glooAddonPath(): string {

@@ -96,3 +96,33 @@ export function outputArray(n: number): Float32Array {
   const bytes = Buffer.allocUnsafeSlow(n * 4);
   return new Float32Array(bytes.buffer, bytes.byteOffset, n);
 }
+
+/** Bias and activation of a fused tfjs kernel (`FusedConv2D`, `_FusedMatMul`) in the addon's terms. */
+export interface FusedEpilogue {
+  bias: Float32Array | null;
+  activation: number;
+  alpha: number;
+}
+
+/**
+ * The epilogue of a fused kernel call whose output has `outRank` axes and `channels` values
+ * on the last: a per-channel bias (`[C]`, `[1, C]`, ... that does not change the output
+ * shape) and a supported activation; null when the addon cannot run it (prelu, other
+ * activations, other bias shapes or dtypes).
+ */
+export function fusedEpilogue(args: KernelArgs, outRank: number, channels: number): FusedEpilogue | null {
+  const { inputs, backend, attrs = {} } = args;
+  if (inputs.preluActivationWeights != null) return null;
+  const activation = activationCode(attrs.activation);
+  if (activation === undefined) return null;
+  const alpha = typeof attrs.leakyreluAlpha === 'number' ? attrs.leakyreluAlpha : 0.2;
+  const { bias } = inputs;
+  if (bias == null) return { bias: null, activation, alpha };
+  const bs = bias.shape;
+  if (bs.length > outRank || sizeOf(bs) !== channels || (bs.length > 0 && bs[bs.length - 1] !== channels)) return null;
+  const values = f32(backend, bias);
+  return values == null ? null : { bias: values, activation, alpha };
+}
+
+/** No bias, linear activation: the epilogue of an unfused kernel. */
+export const NO_EPILOGUE: FusedEpilogue = { bias: null, activation: 0, alpha: 0 };

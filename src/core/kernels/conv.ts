@@ -5,7 +5,7 @@
  */
 import { tf } from '../tf.js';
 import {
-  activationCode, allPositiveInts, f32, outputArray, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel,
+  allPositiveInts, f32, fusedEpilogue, NO_EPILOGUE, outputArray, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel,
 } from './common.js';
 
 type Conv2DInfo = tf.backend_util.Conv2DInfo;
@@ -73,27 +73,10 @@ function conv2d(args: KernelArgs, addon: DnnlAddon, fused: boolean): tf.TensorIn
   if (info == null || filter.shape[2] !== x.shape[3]) return null;
   const params = convParams(info);
   if (params == null) return null;
-  let biasVals: Float32Array | null = null;
-  let act = 0;
-  let alpha = 0;
-  if (fused) {
-    const { bias, preluActivationWeights } = inputs;
-    if (preluActivationWeights != null) return null;
-    const code = activationCode(attrs.activation);
-    if (code === undefined) return null;
-    act = code;
-    alpha = typeof attrs.leakyreluAlpha === 'number' ? attrs.leakyreluAlpha : 0.2;
-    if (bias != null) {
-      const bs = bias.shape;
-      if (bs.length > 4 || sizeOf(bs) !== info.outChannels || (bs.length > 0 && bs[bs.length - 1] !== info.outChannels)) {
-        return null;
-      }
-      biasVals = f32(backend, bias);
-      if (biasVals == null) return null;
-    }
-  }
+  const epilogue = fused ? fusedEpilogue(args, 4, info.outChannels) : NO_EPILOGUE;
+  if (epilogue == null) return null;
   const out = outputArray(sizeOf(info.outShape));
-  if (!addon.conv2d(xVals, wVals, biasVals, out, params, act, alpha)) return null;
+  if (!addon.conv2d(xVals, wVals, epilogue.bias, out, params, epilogue.activation, epilogue.alpha)) return null;
   return backend.makeTensorInfo(info.outShape, 'float32', out);
 }
 

@@ -1,6 +1,6 @@
 /** Native BatchMatMul and _FusedMatMul (oneDNN matmul primitive, bias and activation fused). */
 import { tf } from '../tf.js';
-import { activationCode, f32, outputArray, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
+import { f32, fusedEpilogue, NO_EPILOGUE, outputArray, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
 
 function matmul(args: KernelArgs, addon: DnnlAddon, fused: boolean): tf.TensorInfo | null {
   const { inputs, backend, attrs = {} } = args;
@@ -32,29 +32,11 @@ function matmul(args: KernelArgs, addon: DnnlAddon, fused: boolean): tf.TensorIn
   if ((batchA !== batch && batchA !== 1) || (batchB !== batch && batchB !== 1)) return null;
   if (m === 0 || n === 0 || k === 0 || batch === 0) return null;
 
-  let biasVals: Float32Array | null = null;
-  let act = 0;
-  let alpha = 0;
   const outShape = [...outer, m, n];
-  if (fused) {
-    const { bias, preluActivationWeights } = inputs;
-    if (preluActivationWeights != null) return null;
-    const code = activationCode(attrs.activation);
-    if (code === undefined) return null;
-    act = code;
-    alpha = typeof attrs.leakyreluAlpha === 'number' ? attrs.leakyreluAlpha : 0.2;
-    if (bias != null) {
-      // Only a per-column bias ([N], [1, N], ...) that does not change the output shape.
-      const bs = bias.shape;
-      if (bs.length > outShape.length || sizeOf(bs) !== n || (bs.length > 0 && bs[bs.length - 1] !== n)) {
-        return null;
-      }
-      biasVals = f32(backend, bias);
-      if (biasVals == null) return null;
-    }
-  }
+  const epilogue = fused ? fusedEpilogue(args, outShape.length, n) : NO_EPILOGUE;
+  if (epilogue == null) return null;
   const out = outputArray(batch * m * n);
-  if (!addon.matmul(aVals, bVals, biasVals, out, batchA, batchB, m, n, k, transposeA, transposeB, act, alpha)) {
+  if (!addon.matmul(aVals, bVals, epilogue.bias, out, batchA, batchB, m, n, k, transposeA, transposeB, epilogue.activation, epilogue.alpha)) {
     return null;
   }
   return backend.makeTensorInfo(outShape, 'float32', out);
