@@ -5,6 +5,7 @@
  */
 import { fanIn, kaimingNormalFanOut, uniformFanIn } from './init.js';
 import { batchNormTraining } from './kernels/batch-norm.js';
+import { groupNorm } from './kernels/group-norm.js';
 import { Layer, type Module } from './module.js';
 import type { Rng } from './random.js';
 import { tf, type Tensor, type Variable } from './tf.js';
@@ -406,14 +407,7 @@ export class GroupNorm extends Layer {
   forward(x: Tensor): Tensor {
     if (x.rank < 2 || x.rank > 4) throw new Error(`GroupNorm expects [B, C] or [B, H, W, C], got shape [${x.shape}]`);
     expectChannels('GroupNorm', x, this.numChannels);
-    return tf.tidy(() => {
-      const g = this.numGroups;
-      // [B, S, G, C/G]: S the spatial positions; statistics per (sample, group) over axes 1, 3.
-      const grouped = tf.reshape(x, [x.shape[0], -1, g, this.numChannels / g]);
-      const { mean, variance } = tf.moments(grouped, [1, 3], true);
-      const normalised = tf.reshape(tf.mul(tf.sub(grouped, mean), tf.rsqrt(tf.add(variance, this.eps))), x.shape);
-      return affineChannels(normalised, this.weight, this.bias);
-    });
+    return groupNorm(x, this.numGroups, this.weight, this.bias, this.eps);
   }
 }
 
@@ -455,17 +449,9 @@ export class LayerNorm extends Layer {
   forward(x: Tensor): Tensor {
     if (x.rank < 1) throw new Error(`LayerNorm expects [..., ${this.normalizedShape}], got a scalar`);
     expectChannels('LayerNorm', x, this.normalizedShape);
-    return tf.tidy(() => {
-      const { mean, variance } = tf.moments(x, [x.rank - 1], true);
-      return affineChannels(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, this.eps))), this.weight, this.bias);
-    });
+    // Every position is a sample with one group of C features.
+    return tf.tidy(() => tf.reshape(groupNorm(tf.reshape(x, [-1, this.normalizedShape]), 1, this.weight, this.bias, this.eps), x.shape));
   }
-}
-
-/** `x · weight + bias` along the last axis (either may be absent). */
-function affineChannels(x: Tensor, weight: Variable | undefined, bias: Variable | undefined): Tensor {
-  const scaled = weight ? tf.mul(x, weight) : x;
-  return bias ? tf.add(scaled, bias) : scaled;
 }
 
 /** Which normalisation layer a network uses: batch norm, group norm, or layer norm. */

@@ -10,7 +10,8 @@
  *
  * Besides replacing kernels, installing adds a fused training batch norm (see
  * {@link batchNormTraining}: two passes each way instead of tfjs's ~30 element-wise
- * kernels) and routes ReLU's gradient through a one-pass kernel.
+ * kernels), a fused group/layer norm ({@link groupNorm}, likewise) and routes ReLU's
+ * gradient through a one-pass kernel.
  *
  * Threads: oneDNN (Debian builds it with OpenMP) and the element-wise kernels share one
  * OpenMP team of `SSL_ZOO_NUM_THREADS` threads if set, else `OMP_NUM_THREADS`, else
@@ -24,6 +25,7 @@ import { join } from 'node:path';
 import { registerCpuKernelInstaller } from './engine.js';
 import { packageRoot } from './package-root.js';
 import { batchNormKernels, registerBatchNormGradient } from './kernels/batch-norm.js';
+import { groupNormKernels, registerGroupNormGradient } from './kernels/group-norm.js';
 import type { DnnlAddon, KernelArgs, NativeKernel } from './kernels/common.js';
 import { convKernels } from './kernels/conv.js';
 import { cpuOpKernels } from './kernels/cpu-ops.js';
@@ -46,11 +48,12 @@ export const DISABLE_ENV = 'SSL_ZOO_NATIVE_DISABLE';
 export const WINOGRAD_ENV = 'SSL_ZOO_WINOGRAD';
 
 export { batchNormTraining, type BatchNormTrainingResult } from './kernels/batch-norm.js';
+export { groupNorm } from './kernels/group-norm.js';
 
 /** Native replacements of tfjs cpu kernels (the JS kernel stays as their fallback). */
 const REPLACING: NativeKernel[] = [...matmulKernels, ...convKernels, ...cpuOpKernels];
 /** Kernels that tfjs does not have (fused training batch norm, ReLU gradient), added with the others. */
-const ADDING: NativeKernel[] = [...batchNormKernels, reluGradKernel];
+const ADDING: NativeKernel[] = [...batchNormKernels, ...groupNormKernels, reluGradKernel];
 
 /** Names of the tfjs kernels that have a native implementation. */
 export const NATIVE_KERNEL_NAMES: readonly string[] = REPLACING.map((k) => k.kernelName);
@@ -78,11 +81,23 @@ function defaultThreads(): number {
   return os.availableParallelism();
 }
 
+/** Every function of the addon that the kernels call: a stale build lacking one is not loaded. */
+const ADDON_FUNCTIONS = [
+  'matmul', 'conv2d', 'conv2dBackpropInput', 'conv2dBackpropFilter', 'setNumThreads', 'numThreads', 'binary', 'unary',
+  'reduce', 'tile', 'transpose', 'batchNorm', 'bnTrain', 'bnTrainGrad', 'gnTrain', 'gnTrainGrad', 'maxPool', 'avgPool',
+  'maxPoolGrad', 'avgPoolGrad', 'tuneMalloc',
+];
+
 function loadAddon(): DnnlAddon | null {
   if (addon !== undefined) return addon;
   try {
     const path = nativeAddonPath();
-    addon = require(path) as DnnlAddon;
+    const loaded = require(path) as DnnlAddon;
+    const missing = ADDON_FUNCTIONS.filter((name) => typeof loaded[name] !== 'function');
+    if (missing.length > 0) {
+      throw new Error(`the addon ${path} is older than this ssl-zoo (it lacks ${missing.join(', ')}): rebuild it with \`npm run build:native\``);
+    }
+    addon = loaded;
     addon.setNumThreads(defaultThreads());
     if (process.env[WINOGRAD_ENV] === '1') (addon as unknown as WinogradAddon).setWinograd(true);
   } catch (err) {
@@ -220,6 +235,7 @@ export function installNativeKernels(): boolean {
     tf.registerKernel({ ...original, kernelFunc: wrap(kernel, original, a) });
   }
   registerBatchNormGradient();
+  registerGroupNormGradient();
   for (const kernel of ADDING) {
     if (disabled.has(kernel.kernelName)) continue;
     if (tf.getKernel(kernel.kernelName, 'cpu') != null) tf.unregisterKernel(kernel.kernelName, 'cpu');

@@ -620,6 +620,182 @@ Napi::Value BnTrainGrad(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// ------------------------------------------------- group normalisation, training (fused)
+
+// x viewed as [B, S, C] with C = G * Cg (S spatial positions, 1 for [B, C] data): statistics
+// per (sample b, group g) over its S * Cg values, as torch.nn.GroupNorm; LayerNorm over the
+// last axis is the case S = 1, G = 1 with every position a sample.
+struct GroupShape {
+  int64_t B, S, C, G, Cg;
+};
+
+GroupShape groupShape(const Napi::Env& env, int64_t n, int64_t B, int64_t C, int64_t G) {
+  if (B <= 0 || C <= 0 || G <= 0 || C % G != 0 || n == 0 || n % (B * C) != 0) {
+    throw Napi::RangeError::New(env, "group norm: bad batch, channel or group count");
+  }
+  return {B, n / (B * C), C, G, C / G};
+}
+
+// gnTrain(x, y, B, C, G, scale|null, offset|null, eps, meanOut[B*G], rstdOut[B*G]):
+// y = (x - mean) * rstd * scale + offset, with the biased variance inside rstd = 1/sqrt(var + eps).
+Napi::Value GnTrain(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  F32 x = f32(env, info[0], "x"), y = f32(env, info[1], "out");
+  const GroupShape sh = groupShape(env, static_cast<int64_t>(x.length), num(info[2]), num(info[3]), num(info[4]));
+  F32 scale = f32(env, info[5], "scale", true), offset = f32(env, info[6], "offset", true);
+  const double eps = info[7].As<Napi::Number>().DoubleValue();
+  F32 meanOut = f32(env, info[8], "mean"), rstdOut = f32(env, info[9], "rstd");
+  const int64_t n = static_cast<int64_t>(x.length), C = sh.C, S = sh.S, G = sh.G, Cg = sh.Cg;
+  need(env, y, n, "out");
+  need(env, meanOut, sh.B * G, "mean");
+  need(env, rstdOut, sh.B * G, "rstd");
+  if (scale.data) need(env, scale, C, "scale");
+  if (offset.data) need(env, offset, C, "offset");
+  const float* xd = x.data;
+  float* yd = y.data;
+#pragma omp parallel num_threads(teamSize(n))
+  {
+    // Per channel: sums of (x - k) and (x - k)^2 with k the sample's first position (no
+    // cancellation when |mean| >> std), then Chan's combination of the channels of a group.
+    std::vector<double> sum(C), sumSq(C), k(C);
+    std::vector<float> a(C), o(C), m(C);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < sh.B; ++b) {
+      const float* xb = xd + b * S * C;
+      std::fill(sum.begin(), sum.end(), 0.0);
+      std::fill(sumSq.begin(), sumSq.end(), 0.0);
+      for (int64_t c = 0; c < C; ++c) k[c] = xb[c];
+      for (int64_t s = 0; s < S; ++s) {
+        const float* row = xb + s * C;
+        for (int64_t c = 0; c < C; ++c) {
+          const double v = static_cast<double>(row[c]) - k[c];
+          sum[c] += v;
+          sumSq[c] += v * v;
+        }
+      }
+      for (int64_t g = 0; g < G; ++g) {
+        double mean = 0;
+        for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) mean += k[c] + sum[c] / S;
+        mean /= Cg;
+        double m2 = 0;
+        for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) {
+          const double channelMean = k[c] + sum[c] / S;
+          const double d = channelMean - mean;
+          m2 += std::max(0.0, sumSq[c] - sum[c] * sum[c] / S) + S * d * d;
+        }
+        const double rstd = 1.0 / std::sqrt(m2 / (S * Cg) + eps);
+        meanOut.data[b * G + g] = static_cast<float>(mean);
+        rstdOut.data[b * G + g] = static_cast<float>(rstd);
+        for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) {
+          m[c] = static_cast<float>(mean);
+          a[c] = static_cast<float>((scale.data ? scale.data[c] : 1.0) * rstd);
+          o[c] = offset.data ? offset.data[c] : 0.f;
+        }
+      }
+      float* yb = yd + b * S * C;
+      for (int64_t s = 0; s < S; ++s) {
+        const float* xr = xb + s * C;
+        float* yr = yb + s * C;
+        for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m[c]) * a[c] + o[c];
+      }
+    }
+  }
+  return env.Undefined();
+}
+
+// gnTrainGrad(dy, x, B, C, G, scale|null, mean, rstd, dx, dscale, doffset): the gradient of
+// gnTrain's y with respect to x, scale and offset (mean and rstd are not differentiable outputs).
+Napi::Value GnTrainGrad(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  F32 dy = f32(env, info[0], "dy"), x = f32(env, info[1], "x");
+  const GroupShape sh = groupShape(env, static_cast<int64_t>(x.length), num(info[2]), num(info[3]), num(info[4]));
+  F32 scale = f32(env, info[5], "scale", true), mean = f32(env, info[6], "mean"), rstd = f32(env, info[7], "rstd");
+  F32 dx = f32(env, info[8], "dx"), dscale = f32(env, info[9], "dscale"), doffset = f32(env, info[10], "doffset");
+  const int64_t n = static_cast<int64_t>(x.length), C = sh.C, S = sh.S, G = sh.G, Cg = sh.Cg;
+  need(env, dy, n, "dy");
+  need(env, dx, n, "dx");
+  need(env, mean, sh.B * G, "mean");
+  need(env, rstd, sh.B * G, "rstd");
+  need(env, dscale, C, "dscale");
+  need(env, doffset, C, "doffset");
+  if (scale.data) need(env, scale, C, "scale");
+  const double count = static_cast<double>(S * Cg);
+  const int threads = teamSize(n);
+  // Per-thread partial sums of dscale and doffset over each thread's static block of samples,
+  // added in thread order: deterministic for a given thread count.
+  std::vector<double> partial(static_cast<size_t>(threads) * 2 * C, 0.0);
+  const float* xd = x.data;
+  const float* gd = dy.data;
+  float* dxd = dx.data;
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t b0, b1;
+    split(sh.B, b0, b1);
+    double* pScale = partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * C;
+    double* pOffset = pScale + C;
+    std::vector<double> sdy(C), sdyx(C);
+    std::vector<float> k1(C), k2(C), k3(C), mc(C);
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* xb = xd + b * S * C;
+      const float* gb = gd + b * S * C;
+      const float* mb = mean.data + b * G;
+      const float* rb = rstd.data + b * G;
+      std::fill(sdy.begin(), sdy.end(), 0.0);
+      std::fill(sdyx.begin(), sdyx.end(), 0.0);
+      for (int64_t s = 0; s < S; ++s) {
+        const float* xr = xb + s * C;
+        const float* gr = gb + s * C;
+        for (int64_t g = 0; g < G; ++g) {
+          const double mu = mb[g], r = rb[g];
+          for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) {
+            sdy[c] += gr[c];
+            sdyx[c] += static_cast<double>(gr[c]) * ((static_cast<double>(xr[c]) - mu) * r);
+          }
+        }
+      }
+      // With xhat = (x - mean) * rstd and dxhat = dy * scale, per group:
+      // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) = k1 * dy + k2 * (x - mean) + k3.
+      for (int64_t g = 0; g < G; ++g) {
+        double sumDxhat = 0, sumDxhatXhat = 0;
+        for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) {
+          const double gamma = scale.data ? scale.data[c] : 1.0;
+          sumDxhat += gamma * sdy[c];
+          sumDxhatXhat += gamma * sdyx[c];
+        }
+        const double r = rb[g];
+        for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) {
+          const double gamma = scale.data ? scale.data[c] : 1.0;
+          k1[c] = static_cast<float>(r * gamma);
+          k2[c] = static_cast<float>(-r * r * sumDxhatXhat / count);
+          k3[c] = static_cast<float>(-r * sumDxhat / count);
+          mc[c] = mb[g];
+        }
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        pScale[c] += sdyx[c];
+        pOffset[c] += sdy[c];
+      }
+      float* db = dxd + b * S * C;
+      for (int64_t s = 0; s < S; ++s) {
+        const float* xr = xb + s * C;
+        const float* gr = gb + s * C;
+        float* dr = db + s * C;
+        for (int64_t c = 0; c < C; ++c) dr[c] = k1[c] * gr[c] + k2[c] * (xr[c] - mc[c]) + k3[c];
+      }
+    }
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    double ds = 0, dof = 0;
+    for (int t = 0; t < threads; ++t) {
+      ds += partial[static_cast<size_t>(t) * 2 * C + c];
+      dof += partial[static_cast<size_t>(t) * 2 * C + C + c];
+    }
+    dscale.data[c] = static_cast<float>(ds);
+    doffset.data[c] = static_cast<float>(dof);
+  }
+  return env.Undefined();
+}
+
 // ------------------------------------------------------------------------------ pooling
 
 struct Pool {
@@ -798,6 +974,8 @@ void registerCpuOps(Napi::Env env, Napi::Object exports) {
   exports.Set("batchNorm", Napi::Function::New(env, BatchNorm));
   exports.Set("bnTrain", Napi::Function::New(env, BnTrain));
   exports.Set("bnTrainGrad", Napi::Function::New(env, BnTrainGrad));
+  exports.Set("gnTrain", Napi::Function::New(env, GnTrain));
+  exports.Set("gnTrainGrad", Napi::Function::New(env, GnTrainGrad));
   exports.Set("maxPool", Napi::Function::New(env, MaxPool));
   exports.Set("avgPool", Napi::Function::New(env, AvgPool));
   exports.Set("maxPoolGrad", Napi::Function::New(env, MaxPoolGrad));
