@@ -14,13 +14,9 @@
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { createBackbone } from '../../src/backbones/index.js';
 import { initEngine } from '../../src/core/engine.js';
-import { Rng } from '../../src/core/random.js';
-import { tf } from '../../src/core/tf.js';
-import { resolveMethodArgs, SimCLR } from '../../src/methods/index.js';
-import { SslTask } from '../../src/methods/task.js';
-import { flag, median, noiseBatch, timeSteps, writeReport } from './common.js';
+import { flag, median, timeSteps, writeReport } from './common.js';
+import { buildSimclrStep } from './simclr-step.js';
 
 
 interface Measurement {
@@ -34,42 +30,11 @@ interface Measurement {
 
 async function child(batch: number, chunk: number | undefined, reps: number): Promise<Measurement> {
   await initEngine('cpu');
-  const rng = new Rng(0);
-  const method = new SimCLR({
-    createBackbone: (r) => createBackbone('tiny_resnet', { inChannels: 1, imageSize: 28, rng: r, norm: 'group' }),
-    numClasses: 10,
-    rng,
-    args: resolveMethodArgs('simclr', { projHiddenDim: 512, projOutputDim: 128 }),
-    norm: 'group',
+  const step = buildSimclrStep('tiny_resnet', {
+    batch, norm: 'group', gradCacheChunk: chunk, methodArgs: { projHiddenDim: 512, projOutputDim: 128 },
   });
-  const task = new SslTask(
-    method,
-    { optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4, momentum: 0.9, larsEta: 0.02, larsClipLr: true, warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: batch },
-    undefined,
-    chunk,
-  );
-  const { optimizer } = task.configureOptimizers({ totalSteps: 10, stepsPerEpoch: 10 });
-  const data = noiseBatch(rng, batch, 28, 1);
-  const variables = method.trainableParameters();
   let loss = 0;
-  const step = () => {
-    if (task.computeGradients) {
-      const { grads, metrics } = task.computeGradients(data, variables);
-      optimizer.step(grads);
-      loss = metrics.loss;
-      tf.dispose(Object.values(grads));
-    } else {
-      const { value, grads } = tf.variableGrads(() => {
-        const out = task.trainingStep(data);
-        loss = out.metrics.loss.dataSync()[0];
-        tf.dispose(Object.values(out.metrics));
-        return out.loss;
-      }, variables);
-      optimizer.step(grads);
-      tf.dispose([value, ...Object.values(grads)]);
-    }
-  };
-  const stepS = median(timeSteps(step, reps));
+  const stepS = median(timeSteps(() => { loss = step(); }, reps));
   return {
     batch,
     chunk: chunk ?? null,

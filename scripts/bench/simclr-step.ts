@@ -1,11 +1,14 @@
 /**
- * The training step timed by `bench:step` and broken down by `profile-step`: one SimCLR
- * step (two views, forward, NT-Xent, backward, LARS update) on a fixed noise batch, the
- * same step as scripts/bench/step_torch.py runs in PyTorch.
+ * The SimCLR training step the benchmarks time (`bench:step`, `bench:grad-cache`) and
+ * `profile-step` breaks down: two views, forward, NT-Xent, backward, LARS update, on a fixed
+ * noise batch; `bench:step`'s configuration is the one scripts/bench/step_torch.py runs in
+ * PyTorch.
  */
 import { createBackbone } from '../../src/backbones/index.js';
+import type { NormKind } from '../../src/core/layers.js';
 import { Rng } from '../../src/core/random.js';
 import { tf } from '../../src/core/tf.js';
+import type { MethodArgs } from '../../src/methods/base.js';
 import { resolveMethodArgs, SimCLR } from '../../src/methods/index.js';
 import { SslTask } from '../../src/methods/task.js';
 import { noiseBatch } from './common.js';
@@ -17,38 +20,62 @@ export interface StepModelSpec {
   cifarStem: boolean;
 }
 
-/** The two benchmark models with their batch size and input `[size, size, channels]`. */
+/** The two benchmark models with their bench:step batch size and input `[size, size, channels]`. */
 export const STEP_MODELS: Record<string, StepModelSpec> = {
   tiny_resnet: { batch: 256, size: 28, channels: 1, cifarStem: false },
   resnet18: { batch: 64, size: 32, channels: 3, cifarStem: true },
 };
 
-/** Builds the model, optimizer and batch on the active engine; returns one training step. */
-export function buildSimclrStep(model: string): () => void {
+export interface SimclrStepOptions {
+  /** Local batch (default the model's bench:step batch). */
+  batch?: number;
+  /** Normalisation of backbone and heads (default batch norm). */
+  norm?: NormKind;
+  /** Gradient-cache chunk (default none: one pass over the batch). */
+  gradCacheChunk?: number;
+  /** SimCLR arguments over solo-learn's defaults, e.g. smaller projector dimensions. */
+  methodArgs?: MethodArgs;
+}
+
+/**
+ * Builds the model, optimizer and batch on the active engine; returns one training step,
+ * which returns the loss.
+ */
+export function buildSimclrStep(model: string, options: SimclrStepOptions = {}): () => number {
   const spec = STEP_MODELS[model];
   if (spec == null) throw new Error(`unknown benchmark model '${model}' (allowed: ${Object.keys(STEP_MODELS).join(', ')})`);
+  const batch = options.batch ?? spec.batch;
+  const norm = options.norm ?? 'batch';
   const rng = new Rng(0);
   const method = new SimCLR({
-    createBackbone: (r) => createBackbone(model, { inChannels: spec.channels, imageSize: spec.size, cifarStem: spec.cifarStem, rng: r }),
+    createBackbone: (r) => createBackbone(model, { inChannels: spec.channels, imageSize: spec.size, cifarStem: spec.cifarStem, rng: r, norm }),
     numClasses: 10,
     rng,
-    args: resolveMethodArgs('simclr', {}),
+    args: resolveMethodArgs('simclr', options.methodArgs ?? {}),
+    norm,
   });
   const task = new SslTask(method, {
     optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4, momentum: 0.9, larsEta: 0.02, larsClipLr: true,
-    warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: spec.batch,
-  });
+    warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: batch,
+  }, undefined, options.gradCacheChunk);
   const { optimizer } = task.configureOptimizers({ totalSteps: 100, stepsPerEpoch: 10 });
-  const batch = noiseBatch(rng, spec.batch, spec.size, spec.channels);
+  const data = noiseBatch(rng, batch, spec.size, spec.channels);
   const variables = method.trainableParameters();
   return () => {
+    if (task.computeGradients) {
+      const { grads, metrics } = task.computeGradients(data, variables);
+      optimizer.step(grads);
+      tf.dispose(Object.values(grads));
+      return metrics.loss;
+    }
     const { value, grads } = tf.variableGrads(() => {
-      const out = task.trainingStep(batch);
+      const out = task.trainingStep(data);
       tf.dispose(Object.values(out.metrics));
       return out.loss;
     }, variables);
     optimizer.step(grads);
-    value.dataSync();
+    const loss = value.dataSync()[0];
     tf.dispose([value, ...Object.values(grads)]);
+    return loss;
   };
 }
