@@ -13,7 +13,8 @@
  * batch for these kernels); `js.batch` says which batch was used.
  * FLOP counts are nominal: 2 * N * OH * OW * OC * C * KH * KW per convolution, padding
  * included, and 2 * M * N * K per matmul. For 3x3 stride-1 convolutions `nativeWinograd`
- * also times the opt-in Winograd path (SSL_ZOO_WINOGRAD=1), in direct-convolution FLOPs.
+ * also times the Winograd path (the default; `native` is direct convolution), in
+ * direct-convolution FLOPs.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -22,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { initEngine } from '../../src/core/engine.js';
 import {
   batchNormTraining, installNativeKernels, nativeAddon, nativeAddonPath, nativeKernelsError, nativeThreads, oneDnnVersion,
-  restoreJsKernels, setWinogradConvolutions,
+  restoreJsKernels, setWinogradConvolutions, winogradConvolutions,
 } from '../../src/core/native-kernels.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 
@@ -51,7 +52,7 @@ interface Row {
   gflop?: number;
   mbytes?: number;
   native: Measured;
-  /** With Winograd allowed (SSL_ZOO_WINOGRAD=1), for the 3x3 stride-1 convolutions it applies to. */
+  /** With Winograd allowed (the default), for the 3x3 stride-1 convolutions it applies to. */
   nativeWinograd?: Measured;
   js: Measured;
   speedup: number;
@@ -165,15 +166,18 @@ function measure(
       full.dispose();
     }
   };
-  const native = timeNative();
+  const initial = winogradConvolutions();
+  let native: Measured;
   let nativeWinograd: Measured | undefined;
-  if (winograd) {
-    setWinogradConvolutions(true);
-    try {
+  try {
+    setWinogradConvolutions(false);
+    native = timeNative();
+    if (winograd) {
+      setWinogradConvolutions(true);
       nativeWinograd = timeNative();
-    } finally {
-      setWinogradConvolutions(false);
     }
+  } finally {
+    setWinogradConvolutions(initial);
   }
   restoreJsKernels();
   let js: Measured;
@@ -401,7 +405,7 @@ async function main(): Promise<void> {
     tinyResnetConvMsPerStep: Object.fromEntries((['native', 'nativeBest', 'wino', 'winoBest', 'js'] as Key[]).map((k) => [k, totalMs(k, 'tiny_resnet')])),
     resnet18ConvMsPerStep: Object.fromEntries((['native', 'nativeBest', 'wino', 'winoBest', 'js'] as Key[]).map((k) => [k, totalMs(k, 'resnet18')])),
     note: 'conv ms per step: the sum over the listed layers of forward + both backward kernels, each layer once ' +
-      '(median and best call; wino: with SSL_ZOO_WINOGRAD=1 where it applies; js: estimated from the JS GFLOP/s) ' +
+      '(median and best call; wino: with Winograd allowed (the default) where it applies; native: direct; js: estimated from the JS GFLOP/s) ' +
       '(the real nets repeat some layers; conv1 needs no backprop-input). ' +
       'Timings are wall-clock: with other processes on the same cores (see loadAverage) they are noisy.',
   };

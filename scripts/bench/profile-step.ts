@@ -1,5 +1,5 @@
 /**
- * `node dist/scripts/bench/profile-step.js [--model tiny_resnet] [--backend cpu] [--reps 2]`:
+ * `node dist/scripts/bench/profile-step.js [--model tiny_resnet] [--backend cpu] [--reps 2] [--batch B]`:
  * where a SimCLR training step (the bench:step step) spends its time, per tfjs kernel.
  * Wraps every kernel registered on the active backend with a timer, runs one warm-up step
  * and `reps` timed steps, and prints a table (kernel, calls, total ms, share) sorted by time,
@@ -45,7 +45,8 @@ async function main(): Promise<void> {
   await initEngine(flag('backend', 'cpu') as BackendChoice);
   const model = flag('model', 'tiny_resnet');
   const reps = Number(flag('reps', '2'));
-  const step = buildSimclrStep(model);
+  const batch = process.argv.includes('--batch') ? Number(flag('batch', '0')) : undefined;
+  const step = buildSimclrStep(model, { batch });
   step();
   const table = instrument(tf.getBackend(), flag('trace', ''), process.argv.includes('--by-shape'));
   const start = performance.now();

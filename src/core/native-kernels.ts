@@ -44,7 +44,7 @@ export const ADDON_PATH_ENV = 'SSL_ZOO_DNNL_ADDON';
  * (e.g. `SSL_ZOO_NATIVE_DISABLE=Conv2D,Sum`), for narrowing down a numerical question.
  */
 export const DISABLE_ENV = 'SSL_ZOO_NATIVE_DISABLE';
-/** Environment variable: set to 1 to let 3x3 stride-1 convolutions use Winograd (see {@link setWinogradConvolutions}). */
+/** Environment variable: set to 0 to keep 3x3 stride-1 convolutions off Winograd (see {@link setWinogradConvolutions}). */
 export const WINOGRAD_ENV = 'SSL_ZOO_WINOGRAD';
 
 export { batchNormTraining, type BatchNormTrainingResult } from './kernels/batch-norm.js';
@@ -99,7 +99,7 @@ function loadAddon(): DnnlAddon | null {
     }
     addon = loaded;
     addon.setNumThreads(defaultThreads());
-    if (process.env[WINOGRAD_ENV] === '1') (addon as unknown as WinogradAddon).setWinograd(true);
+    (addon as unknown as WinogradAddon).setWinograd(process.env[WINOGRAD_ENV] !== '0');
   } catch (err) {
     addon = null;
     loadError = err instanceof Error ? err.message.split('\n')[0] : String(err);
@@ -148,10 +148,11 @@ interface WinogradAddon {
 
 /**
  * Lets oneDNN run 3x3 stride-1 convolutions (and their gradients) with Winograd's algorithm
- * when it expects it to be faster (AVX-512 machines): about 1.5x on ResNet layers, at the
- * cost of larger rounding errors (about 1e-6 of the largest output instead of 3e-7) than the
- * default direct convolution, which PyTorch also uses. Applies to the next calls (primitives
- * are cached per setting). Off by default; `SSL_ZOO_WINOGRAD=1` turns it on.
+ * when it expects it to be faster (AVX-512 machines): about 1.2-1.5x on ResNet layers, at
+ * the cost of larger rounding errors (about 1e-6 of the largest output instead of 3e-7) than
+ * direct convolution (which PyTorch uses). Applies to the next calls (primitives are cached
+ * per setting). On by default; `SSL_ZOO_WINOGRAD=0` turns it off (e.g. to compare bit for
+ * bit with a direct-convolution reference).
  */
 export function setWinogradConvolutions(on: boolean): void {
   const a = loadAddon();

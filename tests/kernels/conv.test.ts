@@ -114,8 +114,8 @@ describe('kernels/native conv2d', () => {
     assert.equal(r.stats.Conv2D?.fallback, 1);
   });
 
-  it('with Winograd enabled, 3x3 stride-1 convolutions and their input gradient match the JS kernels', () => {
-    assert.equal(winogradConvolutions(), false, 'Winograd must be off by default');
+  it('3x3 stride-1 convolutions and their input gradient match the JS kernels with Winograd (the default) and without', () => {
+    assert.equal(winogradConvolutions(), process.env.SSL_ZOO_WINOGRAD !== '0', 'Winograd is on by default');
     const x = randn([64, 8, 8, 64], 1);
     const f = randn([3, 3, 64, 64], 2, 0.1);
     const dy = randn([64, 8, 8, 64], 3);
@@ -124,21 +124,25 @@ describe('kernels/native conv2d', () => {
       () => tf.engine().runKernel('Conv2DBackpropInput', { dy, filter: f }, { inputShape: x.shape, strides: 1, pad: 1, dataFormat: 'NHWC' }) as Tensor,
     ];
     const run = () => ops.map((op) => op());
-    setWinogradConvolutions(true);
+    const initial = winogradConvolutions();
     try {
-      // oneDNN 2.x has Winograd kernels for AVX-512 machines only; elsewhere it stays direct.
-      const avx512 = /^flags\s*:.*\bavx512f\b/m.test(readFileSync('/proc/cpuinfo', 'utf8'));
-      const addon = nativeAddon()!;
-      addon.lastImpl(); // clear
-      const impls = ops.map((op) => {
-        op().dispose();
-        return addon.lastImpl();
-      });
-      if (avx512) impls.forEach((impl) => assert.match(impl, /wino/, `expected a Winograd kernel, got ${impl}`));
-      const r = bothEngines(run);
-      assertClose(r, 'winograd conv2d', 1e-4);
+      for (const winograd of [true, false]) {
+        setWinogradConvolutions(winograd);
+        // oneDNN 2.x has Winograd kernels for AVX-512 machines only; elsewhere it stays direct.
+        const avx512 = /^flags\s*:.*\bavx512f\b/m.test(readFileSync('/proc/cpuinfo', 'utf8'));
+        const addon = nativeAddon()!;
+        addon.lastImpl(); // clear
+        const impls = ops.map((op) => {
+          op().dispose();
+          return addon.lastImpl();
+        });
+        if (winograd && avx512) impls.forEach((impl) => assert.match(impl, /wino/, `expected a Winograd kernel, got ${impl}`));
+        if (!winograd) impls.forEach((impl) => assert.doesNotMatch(impl, /wino/, `expected a direct kernel, got ${impl}`));
+        const r = bothEngines(run);
+        assertClose(r, `conv2d, winograd ${winograd}`, 1e-4);
+      }
     } finally {
-      setWinogradConvolutions(false);
+      setWinogradConvolutions(initial);
       tf.dispose([x, f, dy]);
     }
   });
