@@ -1,5 +1,6 @@
 /**
- * `node dist/scripts/bench/profile-step.js [--model tiny_resnet] [--backend cpu] [--reps 2] [--batch B]`:
+ * `node dist/scripts/bench/profile-step.js [--model tiny_resnet] [--backend cpu] [--reps 2] [--batch B]
+ * [--norm group --chunk C]` (the bench:grad-cache step):
  * where a SimCLR training step (the bench:step step) spends its time, per tfjs kernel.
  * Wraps every kernel registered on the active backend with a timer, runs one warm-up step
  * and `reps` timed steps, and prints a table (kernel, calls, total ms, share) sorted by time,
@@ -7,6 +8,7 @@
  * distinct call sites of one kernel; `--by-shape` splits the table by input shapes.
  */
 import { initEngine, type BackendChoice } from '../../src/core/engine.js';
+import type { NormKind } from '../../src/core/layers.js';
 import { tf } from '../../src/core/tf.js';
 import { flag } from './common.js';
 import { buildSimclrStep } from './simclr-step.js';
@@ -46,7 +48,10 @@ async function main(): Promise<void> {
   const model = flag('model', 'tiny_resnet');
   const reps = Number(flag('reps', '2'));
   const batch = process.argv.includes('--batch') ? Number(flag('batch', '0')) : undefined;
-  const step = buildSimclrStep(model, { batch });
+  const chunk = process.argv.includes('--chunk') ? Number(flag('chunk', '0')) : undefined;
+  const norm = flag('norm', 'batch') as NormKind;
+  const methodArgs = norm === 'batch' ? undefined : { projHiddenDim: 512, projOutputDim: 128 }; // as bench:grad-cache
+  const step = buildSimclrStep(model, { batch, norm, gradCacheChunk: chunk, methodArgs });
   step();
   const table = instrument(tf.getBackend(), flag('trace', ''), process.argv.includes('--by-shape'));
   const start = performance.now();
