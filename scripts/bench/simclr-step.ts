@@ -39,7 +39,7 @@ export interface SimclrStepOptions {
 
 /**
  * Builds the model, optimizer and batch on the active engine; returns one training step,
- * which returns the loss.
+ * which returns the method's loss (without the online classifier's).
  */
 export function buildSimclrStep(model: string, options: SimclrStepOptions = {}): () => number {
   const spec = STEP_MODELS[model];
@@ -68,13 +68,15 @@ export function buildSimclrStep(model: string, options: SimclrStepOptions = {}):
       tf.dispose(Object.values(grads));
       return metrics.loss;
     }
+    let loss = 0;
     const { value, grads } = tf.variableGrads(() => {
       const out = task.trainingStep(data);
+      loss = out.metrics.loss.dataSync()[0]; // the SSL loss, as the gradient cache reports it
       tf.dispose(Object.values(out.metrics));
       return out.loss;
     }, variables);
     optimizer.step(grads);
-    const loss = value.dataSync()[0];
+    value.dataSync();
     tf.dispose([value, ...Object.values(grads)]);
     return loss;
   };
