@@ -131,6 +131,7 @@ describe('kernels/native conv2d', () => {
         // oneDNN 2.x has Winograd kernels for AVX-512 machines only; elsewhere it stays direct.
         const avx512 = /^flags\s*:.*\bavx512f\b/m.test(readFileSync('/proc/cpuinfo', 'utf8'));
         const addon = nativeAddon()!;
+        addon.clearCache(); // earlier tests may have created these primitives: create them anew
         addon.lastImpl(); // clear
         const impls = ops.map((op) => {
           op().dispose();
