@@ -15,7 +15,7 @@
  * uses them when they are, and otherwise the tfjs composition, with the same results.
  */
 import { tf, type Tensor } from '../tf.js';
-import { f32, outputArray, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
+import { f32, outputArray, registerGradientOnce, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
 
 export const BATCH_NORM_TRAIN = 'SslZooBatchNormTrain';
 export const BATCH_NORM_TRAIN_GRAD = 'SslZooBatchNormTrainGrad';
@@ -106,15 +106,9 @@ function compositeGrad(dy: Tensor, x: Tensor, scale: Tensor, mean: Tensor, varia
   return [dx, tf.mul(sdyx, invstd), sdy];
 }
 
-let gradientRegistered = false;
-
 /** Registers the gradient of `SslZooBatchNormTrain` (once per process). */
 export function registerBatchNormGradient(): void {
-  if (gradientRegistered || tf.getGradient(BATCH_NORM_TRAIN) != null) {
-    gradientRegistered = true;
-    return;
-  }
-  tf.registerGradient({
+  registerGradientOnce({
     kernelName: BATCH_NORM_TRAIN,
     inputsToSave: ['x', 'scale'],
     outputsToSave: [false, true, true],
@@ -129,7 +123,6 @@ export function registerBatchNormGradient(): void {
       return { x: () => grads[0], scale: () => grads[1], offset: () => grads[2] };
     },
   });
-  gradientRegistered = true;
 }
 
 /** Training-mode batch norm result. */

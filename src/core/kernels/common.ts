@@ -2,7 +2,7 @@
  * Shared plumbing of the native (oneDNN) cpu kernels: the addon's interface, the slice of
  * tfjs-backend-cpu's backend they use, and helpers to read float32 inputs.
  */
-import type { tf } from '../tf.js';
+import { tf } from '../tf.js';
 
 type TensorInfo = tf.TensorInfo;
 
@@ -126,3 +126,8 @@ export function fusedEpilogue(args: KernelArgs, outRank: number, channels: numbe
 
 /** No bias, linear activation: the epilogue of an unfused kernel. */
 export const NO_EPILOGUE: FusedEpilogue = { bias: null, activation: 0, alpha: 0 };
+
+/** Registers `config` as its kernel's gradient unless the kernel has one already (idempotent). */
+export function registerGradientOnce(config: tf.GradConfig): void {
+  if (tf.getGradient(config.kernelName) == null) tf.registerGradient(config);
+}

@@ -16,7 +16,7 @@
  * them when they are, and otherwise the tfjs composition, the same function.
  */
 import { tf, type Tensor } from '../tf.js';
-import { f32, outputArray, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
+import { f32, outputArray, registerGradientOnce, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
 
 export const GROUP_NORM = 'SslZooGroupNorm';
 export const GROUP_NORM_GRAD = 'SslZooGroupNormGrad';
@@ -114,15 +114,9 @@ function compositeGrad(dy: Tensor, x: Tensor, scale: Tensor, mean: Tensor, rstd:
   return [tf.reshape(dx, x.shape), dscale, doffset];
 }
 
-let gradientRegistered = false;
-
 /** Registers the gradient of `SslZooGroupNorm` (once per process). */
 export function registerGroupNormGradient(): void {
-  if (gradientRegistered || tf.getGradient(GROUP_NORM) != null) {
-    gradientRegistered = true;
-    return;
-  }
-  tf.registerGradient({
+  registerGradientOnce({
     kernelName: GROUP_NORM,
     inputsToSave: ['x', 'scale'],
     outputsToSave: [false, true, true],
@@ -136,7 +130,6 @@ export function registerGroupNormGradient(): void {
       return { x: () => grads[0], scale: () => grads[1], offset: () => grads[2] };
     },
   });
-  gradientRegistered = true;
 }
 
 /**
