@@ -154,7 +154,7 @@ export function batchNormTraining(x: Tensor, scale: Tensor | undefined, offset: 
   const fused = x.dtype === 'float32' && tf.getBackend() === 'cpu' && tf.getKernel(BATCH_NORM_TRAIN, 'cpu') != null &&
     scaleT.size === channels && offsetT.size === channels;
   if (fused) {
-    registerBatchNormGradient();
+    // The kernel is only registered by installNativeKernels, which registers its gradient too.
     const [y, mean, variance] = tf.engine().runKernel(BATCH_NORM_TRAIN,
       { x, scale: tf.reshape(scaleT, [channels]), offset: tf.reshape(offsetT, [channels]) },
       { varianceEpsilon: eps }) as Tensor[];

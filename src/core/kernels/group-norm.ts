@@ -149,9 +149,9 @@ export function groupNorm(x: Tensor, groups: number, scale: Tensor | undefined, 
     throw new Error(`groupNorm: ${groups} groups do not divide ${channels} channels`);
   }
   const fused = x.dtype === 'float32' && x.size > 0 && tf.getBackend() === 'cpu' && tf.getKernel(GROUP_NORM, 'cpu') != null;
-  if (fused) registerGroupNormGradient();
   return tf.tidy(() => {
     if (fused) {
+      // The kernel is only registered by installNativeKernels, which registers its gradient too.
       const [y] = tf.engine().runKernel(GROUP_NORM,
         { x, scale: scale ?? tf.ones([channels]), offset: offset ?? tf.zeros([channels]) },
         { groups, varianceEpsilon: eps }) as Tensor[];
