@@ -11,19 +11,23 @@ import type { Rng } from './random.js';
 import { tf, type Tensor, type Variable } from './tf.js';
 
 /**
- * Runs `fn` with gradient recording paused: its ops are not put on the active gradient
- * tape (of `tf.grad`, `tf.variableGrads`, ...), so state updates made inside (e.g. batch
- * norm running statistics) neither receive gradients nor keep tensors alive for a
- * backward pass. This is how tfjs itself runs the forward function of a custom-gradient
- * op (a kernel depth above zero switches the tape off).
+ * Runs `fn` with gradient recording paused (PyTorch's `torch.no_grad()`): its ops are not
+ * put on the active gradient tape (of `tf.grad`, `tf.variableGrads`, ...), so state updates
+ * made inside (e.g. batch norm running statistics) neither receive gradients nor keep
+ * tensors alive for a backward pass, and the enclosing gradient treats `fn`'s results as
+ * constants. Unlike `torch.no_grad()`, `fn` may compute gradients of its own: they get a
+ * fresh tape, freed when they end, and the enclosing tape is restored afterwards.
  */
 export function withoutGradientTape<T>(fn: () => T): T {
   const state = tf.engine().state;
-  state.kernelDepth++;
+  const { activeTape, gradientDepth } = state;
+  state.activeTape = null as unknown as typeof activeTape;
+  state.gradientDepth = 0;
   try {
     return fn();
   } finally {
-    state.kernelDepth--;
+    state.activeTape = activeTape;
+    state.gradientDepth = gradientDepth;
   }
 }
 

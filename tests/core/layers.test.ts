@@ -275,4 +275,21 @@ describe('core/layers', () => {
     assert.equal(grads[a.name].dataSync()[0], 4);
     tf.dispose([value, a, grads]);
   });
+
+  it('withoutGradientTape allows a gradient of its own, treated as a constant by the enclosing one', () => {
+    const a = tf.variable(tf.scalar(3));
+    let tapeAfter: unknown;
+    const { value, grads } = tf.variableGrads(() => {
+      const y = tf.mul(a, a); // dy/da = 2a
+      // d(y^3)/dy = 3y^2 = 243, computed on a fresh tape and used as a constant factor.
+      const inner = withoutGradientTape(() => tf.grad((t: Tensor) => tf.pow(t, 3))(y));
+      tapeAfter = tf.engine().state.activeTape;
+      return tf.mul(y, inner) as tf.Scalar;
+    }, [a]);
+    assert.ok(Array.isArray(tapeAfter), 'the enclosing tape is restored');
+    assert.equal(value.dataSync()[0], 9 * 243);
+    assert.equal(grads[a.name].dataSync()[0], 2 * 3 * 243, 'the inner gradient is a constant: d(y * c)/da = 2a * c');
+    assert.equal(tf.engine().state.activeTape, null, 'no tape left open');
+    tf.dispose([value, a, grads]);
+  });
 });
