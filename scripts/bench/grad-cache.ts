@@ -5,8 +5,8 @@
  * configuration runs in its own process (peak RSS = `process.resourceUsage().maxRSS`).
  *
  * Flags: --batches 256,1024,4096,8192  --chunk 128  --plain-batches 256,1024 (the unchunked
- * runs; larger ones need many GB of activations)  --reps 2 (timed steps after a warm-up
- * step, for batches <= 1024; larger batches time a single step).
+ * runs; larger ones need many GB of activations)  --reps 5 (timed steps after a warm-up
+ * step, for batches <= 1024, reported as their median; larger batches time a single step).
  * Prints one JSON object as its last line and writes bench-results/grad-cache.json, with
  * `memory_ratio_8192_vs_256` (chunked peak RSS at 8192 over that at 256) and
  * `time_per_sample_ratio` (the worst, over batches where both ran, of chunked over
@@ -22,7 +22,9 @@ import { buildSimclrStep } from './simclr-step.js';
 interface Measurement {
   batch: number;
   chunk: number | null;
+  /** Median of `steps_s`. */
   step_s: number;
+  steps_s: number[];
   per_sample_ms: number;
   peak_rss_mb: number;
   loss: number;
@@ -34,11 +36,13 @@ async function child(batch: number, chunk: number | undefined, reps: number): Pr
     batch, norm: 'group', gradCacheChunk: chunk, methodArgs: { projHiddenDim: 512, projOutputDim: 128 },
   });
   let loss = 0;
-  const stepS = median(timeSteps(() => { loss = step(); }, reps));
+  const steps = timeSteps(() => { loss = step(); }, reps);
+  const stepS = median(steps);
   return {
     batch,
     chunk: chunk ?? null,
     step_s: stepS,
+    steps_s: steps,
     per_sample_ms: (stepS / batch) * 1000,
     peak_rss_mb: process.resourceUsage().maxRSS / 1024,
     loss,
@@ -48,14 +52,14 @@ async function child(batch: number, chunk: number | undefined, reps: number): Pr
 async function main(): Promise<void> {
   if (process.argv.includes('--child')) {
     const chunk = flag('chunk', 'none');
-    const result = await child(Number(flag('batch', '256')), chunk === 'none' ? undefined : Number(chunk), Number(flag('reps', '2')));
+    const result = await child(Number(flag('batch', '256')), chunk === 'none' ? undefined : Number(chunk), Number(flag('reps', '5')));
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return;
   }
   const batches = flag('batches', '256,1024,4096,8192').split(',').map(Number);
   const plainBatches = flag('plain-batches', '256,1024').split(',').map(Number);
   const chunk = flag('chunk', '128');
-  const reps = flag('reps', '2');
+  const reps = flag('reps', '5');
   const self = fileURLToPath(import.meta.url);
   const measure = (batch: number, chunkArg: string): Measurement => {
     const r = spawnSync(process.execPath, [self, '--child', '--batch', String(batch), '--chunk', chunkArg, '--reps', batch <= 1024 ? reps : '1'], { encoding: 'utf8', maxBuffer: 1 << 24 });

@@ -13,6 +13,8 @@ interface Result {
   counts: Record<string, number>;
   gradientAllReduces: number;
   modelFile?: string;
+  /** Rank 0: the last logged training metrics (loss, class_loss, acc1, acc5, embedding_std). */
+  trainMetrics?: Record<string, number>;
 }
 
 async function train(method: string, worldSize: number, chunk?: number): Promise<Result[]> {
@@ -57,12 +59,17 @@ describe('gradient cache (group-norm backbone and heads)', function () {
     ['byol', 3, [3]],
   ];
   for (const [method, worldSize, chunks] of cases) {
-    it(`${method}, ${worldSize} rank(s): chunks ${chunks.join(', ')} of the local batch ${24 / worldSize} give the unchunked parameters after 3 steps, with one gradient all-reduce per step`, async () => {
+    it(`${method}, ${worldSize} rank(s): chunks ${chunks.join(', ')} of the local batch ${24 / worldSize} give the unchunked parameters and metrics after 3 steps, with one gradient all-reduce per step`, async () => {
       const plain = await train(method, worldSize);
       for (const chunk of chunks) {
         const cached = await train(method, worldSize, chunk);
         const difference = worst(model(cached), model(plain));
         assert.ok(difference < 1e-5, `chunk ${chunk}: worst relative difference ${difference}`);
+        // The logged metrics of the step are those of the unchunked step, too.
+        const expected = plain[0].trainMetrics as Record<string, number>;
+        for (const [name, value] of Object.entries(cached[0].trainMetrics as Record<string, number>)) {
+          assert.ok(Number.isFinite(value) && Math.abs(value - expected[name]) <= 1e-5 * Math.max(1, Math.abs(expected[name])), `chunk ${chunk}: ${name} ${value} vs ${expected[name]}`);
+        }
         for (const r of cached) {
           assert.equal(r.gradientAllReduces, 3, `rank ${r.rank}: gradient all-reduces over 3 steps`);
           // Apart from the gradient sync, the chunked run issues exactly the collectives

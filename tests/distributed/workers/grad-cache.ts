@@ -4,7 +4,7 @@ import 'reflect-metadata';
  * over an instrumented process group, with or without the gradient cache. Rank 0 reports
  * the final model (from last.ckpt) and every rank its collective counts.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container } from 'tsyringe';
 import { buildConfig } from '../../../src/cli/config.js';
@@ -74,7 +74,11 @@ run(async () => {
   await runTraining(config, { container: scope, callbacks: [] });
   // The model goes to a file: a multi-megabyte stdout line can be cut off at process.exit.
   let modelFile: string | undefined;
+  let trainMetrics: Record<string, number> | undefined;
   if (rank === 0) {
+    const lines = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8').trim().split('\n');
+    const logged = JSON.parse(lines[lines.length - 1]) as Record<string, number>;
+    trainMetrics = Object.fromEntries(['loss', 'class_loss', 'acc1', 'acc5', 'embedding_std'].map((k) => [k, logged[`train/${k}`]]));
     const ckpt = loadCheckpoint(join(runDir, 'checkpoints', 'last.ckpt'));
     const model = Object.fromEntries(
       Object.entries(ckpt.tensors)
@@ -85,5 +89,5 @@ run(async () => {
     modelFile = join(spec.dir, 'model.json');
     writeFileSync(modelFile, JSON.stringify(model));
   }
-  return { rank, counts, gradientAllReduces: strategy.stats.gradientAllReduces, modelFile };
+  return { rank, counts, gradientAllReduces: strategy.stats.gradientAllReduces, modelFile, trainMetrics };
 });
