@@ -62,6 +62,7 @@ class WorkerSlot {
   readonly pending = new Map<number, Pending>();
   failure: Error | undefined;
   private exited = false;
+  private closing = false;
 
   constructor(init: WorkerInit) {
     this.worker = new Worker(new URL('./loader-worker.js', import.meta.url));
@@ -70,7 +71,10 @@ class WorkerSlot {
       const p = this.pending.get(msg.id);
       if (!p) return;
       this.pending.delete(msg.id);
-      if (this.pending.size === 0) this.worker.unref();
+      // Idle workers don't keep the process alive, but a closing one must: a result queued
+      // before terminate() can arrive while it waits, and unref'ing then lets the event loop
+      // empty with terminate() unsettled (exit code 13).
+      if (this.pending.size === 0 && !this.closing) this.worker.unref();
       if (msg.views) p.resolve(msg.views);
       else p.reject(new Error(`loader worker failed: ${msg.error}`));
     });
@@ -102,6 +106,7 @@ class WorkerSlot {
     this.failure ??= new Error('loader closed');
     // An idle worker is unref'd; awaiting its termination must keep the process alive, or
     // the event loop can empty with this await unsettled (exit code 13).
+    this.closing = true;
     this.worker.ref();
     await this.worker.terminate();
   }
