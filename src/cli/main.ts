@@ -8,7 +8,7 @@ import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../distributed/loss-check.js';
 import { preflightDistributed, runTraining } from './train.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from './verify.js';
-import { runCompare, type CompareCliOptions } from './compare.js';
+import type { CompareCliOptions } from './compare.js';
 import { formatSyncResult, wandbSync } from './wandb-sync.js';
 
 /** Exit code for user mistakes (bad flags, config, data, environment). */
@@ -170,6 +170,9 @@ export function buildProgram(): Command {
     .option('--no-embeddings', 'leave out the embedding maps (no checkpoint is loaded)')
     .option('--title <text>', 'report title')
     .action(async (dirs: string[], opts: CompareCliOptions) => {
+      // Loaded on demand: the report's chart library is a large heap that would make every
+      // garbage collection of a training run slower.
+      const { runCompare } = await import('./compare.js');
       await runCompare(dirs, opts);
     });
   const sync = new Command('wandb-sync')

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { invalidValue, UserError } from './errors.js';
+import { tuneGarbageCollector } from './gc-tuning.js';
 import { tf } from './tf.js';
 
 /** Backends a user can ask for: `auto` prefers TensorFlow (C++) when installed. */
@@ -78,6 +79,7 @@ export async function initEngine(requested: BackendChoice = 'auto'): Promise<Eng
     const { restoreJsKernels } = await import('./native-kernels.js');
     if (requested === 'cpu-js') restoreJsKernels();
     else for (const install of cpuKernelInstallers) nativeKernels = install() || nativeKernels;
+    if (nativeKernels) tuneGarbageCollector();
   }
   current = { backend, requested, tensorflowPackage, nativeKernels };
   return current;
