@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { batchNormTraining, nativeKernelStats, restoreJsKernels } from '../../src/core/native-kernels.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
-import { assertClose, assertRanNatively, bothEngines, randn, relativeMaxError, requireNativeKernels } from './helpers.js';
+import { assertClose, assertFallbackGradients, assertRanNatively, bothEngines, randn, requireNativeKernels } from './helpers.js';
 
 describe('kernels/native fused training batch norm', () => {
   before(requireNativeKernels);
@@ -47,23 +47,12 @@ describe('kernels/native fused training batch norm', () => {
     const scale = randn([8], 22);
     const offset = randn([8], 23);
     const [wy, wm, wv] = [randn([6, 4, 4, 8], 24), randn([8], 25), randn([8], 26)];
-    const grads = (removeBeforeBackward: boolean) => tf.grads((a: Tensor, s: Tensor, o: Tensor) => {
+    assertFallbackGradients(([a, s, o], removeNative) => {
       const { y, mean, variance } = batchNormTraining(a, s, o, 1e-5);
-      if (removeBeforeBackward) restoreJsKernels();
+      removeNative();
       return tf.addN([tf.sum(tf.mul(y, wy)), tf.sum(tf.mul(mean, wm)), tf.sum(tf.mul(variance, wv))]);
-    })([x, scale, offset]);
-    const native = grads(false);
-    try {
-      const fallback = grads(true);
-      fallback.forEach((g, i) => {
-        const err = relativeMaxError(g.dataSync() as Float32Array, native[i].dataSync() as Float32Array, `gradient ${i}`);
-        assert.ok(err <= 1e-4, `gradient ${i}: relative error ${err.toExponential(2)}`);
-      });
-      tf.dispose(fallback);
-    } finally {
-      requireNativeKernels();
-      tf.dispose([x, scale, offset, wy, wm, wv, ...native]);
-    }
+    }, [x, scale, offset]);
+    tf.dispose([wy, wm, wv]);
   });
 
   it('is the tfjs composition when the native kernels are not installed', () => {

@@ -119,3 +119,27 @@ export function assertRanNatively(stats: Record<string, { native: number; fallba
   assert.ok(s != null && s.native > 0, `${what}: ${kernel} did not run natively (${JSON.stringify(stats)})`);
   assert.equal(s.fallback, 0, `${what}: ${kernel} fell back to JS ${s.fallback} time(s)`);
 }
+
+/**
+ * Asserts that the gradients of `loss` with respect to `inputs` are the same (relative
+ * 1e-4) when the native kernels are removed between its forward and backward pass (so the
+ * backward falls back to tfjs ops) as when they stay. `loss(inputs, removeNative)` must call
+ * `removeNative()` after its fused forward. Disposes `inputs` and every gradient, and
+ * reinstalls the native kernels.
+ */
+export function assertFallbackGradients(loss: (inputs: Tensor[], removeNative: () => void) => Tensor, inputs: Tensor[]): void {
+  const grads = (removeBeforeBackward: boolean) =>
+    tf.grads((...xs: Tensor[]) => loss(xs, removeBeforeBackward ? restoreJsKernels : () => undefined))(inputs);
+  const native = grads(false);
+  try {
+    const fallback = grads(true);
+    fallback.forEach((g, i) => {
+      const err = relativeMaxError(g.dataSync() as Float32Array, native[i].dataSync() as Float32Array, `gradient ${i}`);
+      assert.ok(err <= 1e-4, `gradient ${i}: relative error ${err.toExponential(2)}`);
+    });
+    tf.dispose(fallback);
+  } finally {
+    requireNativeKernels();
+    tf.dispose([...inputs, ...native]);
+  }
+}
