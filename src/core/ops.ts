@@ -12,3 +12,16 @@ const stopGradient = tf.customGrad((...args) => {
 export function detach<T extends Tensor>(x: T): T {
   return stopGradient(x) as T;
 }
+
+/**
+ * Adds each tensor of `grads` into `total` under its name (a running sum over batches or
+ * chunks): the first one is taken as is, later ones replace the sum by a new one. Takes
+ * ownership of `grads`; superseded tensors are disposed.
+ */
+export function addInto(total: Record<string, Tensor>, grads: Record<string, Tensor>): void {
+  for (const [name, g] of Object.entries(grads)) {
+    const previous = total[name];
+    total[name] = previous ? tf.add(previous, g) : g;
+    if (previous) tf.dispose([previous, g]);
+  }
+}

@@ -1,5 +1,5 @@
 import { withoutGradientTape } from '../core/layers.js';
-import { detach } from '../core/ops.js';
+import { addInto, detach } from '../core/ops.js';
 import { tf, type Scalar, type Tensor, type Variable } from '../core/tf.js';
 import { accuracy, crossEntropy, embeddingStd, type BaseMethod } from './base.js';
 
@@ -93,11 +93,7 @@ export function gradCacheGradients(method: BaseMethod, views: Tensor[], labels: 
       return tf.add(objective, tf.mul(ce, weight)) as Scalar;
     }, variables);
     value.dispose();
-    for (const [name, g] of Object.entries(grads)) {
-      const previous = total[name];
-      total[name] = previous ? tf.add(previous, g) : g;
-      if (previous) tf.dispose([previous, g]);
-    }
+    addInto(total, grads);
   };
   backward(lastRange, true);
   for (const range of ranges.slice(0, -1)) backward(range, false);

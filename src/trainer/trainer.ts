@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject, injectable, injectAll } from 'tsyringe';
+import { addInto } from '../core/ops.js';
 import { tf, type Tensor, type Variable } from '../core/tf.js';
 import type { Callback } from './callbacks.js';
 import { loadCheckpoint, saveCheckpoint, withoutPrefix, withPrefix } from './checkpoint.js';
@@ -154,11 +155,7 @@ export class Trainer {
   private accumulate<B>(module: TrainingModule<B>, batch: B, variables: Variable[], into?: Accumulated): Accumulated {
     const { grads, metrics } = module.computeGradients ? module.computeGradients(batch, variables) : tapeGradients(module, batch, variables);
     const acc: Accumulated = into ?? { grads: {}, metrics: {}, count: 0 };
-    for (const [name, g] of Object.entries(grads)) {
-      const previous = acc.grads[name];
-      acc.grads[name] = previous ? tf.add(previous, g) : g;
-      if (previous) tf.dispose([previous, g]);
-    }
+    addInto(acc.grads, grads);
     for (const [name, value] of Object.entries(metrics)) acc.metrics[name] = (acc.metrics[name] ?? 0) + value;
     acc.count++;
     return acc;
