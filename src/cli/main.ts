@@ -8,6 +8,7 @@ import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../distributed/loss-check.js';
 import { preflightDistributed, runTraining } from './train.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from './verify.js';
+import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
 import { formatSyncResult, wandbSync } from './wandb-sync.js';
 
@@ -129,7 +130,9 @@ export function buildProgram(): Command {
   const verify = new Command('verify')
     .description('check that distributed training is exact here: W ranks vs one process on the same global batch (or the losses against a reference case)')
     .option('--steps <k>', 'optimizer steps to compare', numeric, 3)
-    .option('--tolerance <x>', 'largest relative difference allowed (with --case: 1e-4 of the largest gradient entry)', numeric, 1e-5)
+    .option('--tolerance <x>', 'relative difference always allowed (with --case: the bound, default 1e-4 of the largest gradient entry)', numeric, 1e-5)
+    .option('--roundoff-factor <k>', 'allowed multiple of the measured float32 round-off (one-process twins with inputs moved by one ulp)', numeric, DEFAULT_ROUNDOFF_FACTOR)
+    .option('--dump <dir>', "write the first step's inputs, initial state and both gradients as .npy files")
     .option('--case <file>', 'check the loss functions against a reference case (ssl-loss-oracle/1 JSON) instead');
   addTrainOptions(verify).action(async (opts: Record<string, unknown>, command: Command) => {
     const config = resolveTrainConfig(command);
@@ -137,6 +140,8 @@ export function buildProgram(): Command {
     const tolerance = opts.tolerance as number;
     if (!Number.isInteger(steps) || steps < 1) throw new UserError(`--steps: ${JSON.stringify(steps)} is not allowed; expected an integer >= 1`);
     if (typeof tolerance !== 'number' || !(tolerance > 0)) throw new UserError(`--tolerance: ${JSON.stringify(tolerance)} is not allowed; expected a number > 0`);
+    const roundoffFactor = opts.roundoffFactor as number;
+    if (typeof roundoffFactor !== 'number' || !(roundoffFactor >= 0)) throw new UserError(`--roundoff-factor: ${JSON.stringify(roundoffFactor)} is not allowed; expected a number >= 0`);
     const worker = workerEnv();
     const nprocs = config.gpus ?? config.devices;
     if (!worker && nprocs * config.numNodes > 1) {
@@ -153,7 +158,8 @@ export function buildProgram(): Command {
       }
       return;
     }
-    const result = await runVerify(config, steps, tolerance, worker);
+    const dump = typeof opts.dump === 'string' ? opts.dump : undefined;
+    const result = await runVerify(config, { steps, tolerance, roundoffFactor, dump }, worker);
     if (result) {
       process.stdout.write(`${formatVerifyResult(result, config.method)}\n`);
       if (!result.passed) process.exitCode = 1;

@@ -12,26 +12,47 @@ import { SslTask } from '../methods/task.js';
 import type { TrainerOptimizer } from '../trainer/interfaces.js';
 import type { TrainConfig } from './config.js';
 import { localBatchSize, prepareExperiment } from './train.js';
+import { gradientDifference, perturbByOneUlp, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from '../verify/roundoff.js';
+import { writeNpy } from '../core/npy.js';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /**
- * Largest relative differences of one step, W ranks against one process on the global
- * batch: loss (mean of the ranks' losses), gradients (relative to the largest gradient
- * entry) and parameters and buffers (per tensor, relative to its largest entry).
+ * One step of the comparison, W ranks against one process on the global batch: the largest
+ * relative difference of the loss (mean of the ranks' losses), the applied gradients
+ * (relative to the largest gradient entry) and the parameters and buffers (per tensor,
+ * relative to its largest entry), each with the bound it must stay within (see
+ * src/verify/roundoff.ts: `factor` × the measured round-off, at least `tolerance`).
  */
 export interface VerifyStep {
   step: number;
   loss: number;
   gradients: number;
   parameters: number;
+  lossBound: number;
+  gradientsBound: number;
+  parametersBound: number;
 }
 
 export interface VerifyResult {
   worldSize: number;
   steps: VerifyStep[];
-  /** Largest difference of any kind over all steps. */
+  /** Largest difference-to-bound ratio over all steps and kinds (passes at <= 1). */
   worst: number;
   tolerance: number;
+  roundoffFactor: number;
   passed: boolean;
+}
+
+/** Options of {@link runVerify}. */
+export interface VerifyOptions {
+  steps: number;
+  /** The floor of every bound (a relative difference always allowed). */
+  tolerance: number;
+  /** Multiple of the measured round-off allowed. */
+  roundoffFactor: number;
+  /** Directory for the first step's inputs, initial state and gradients as `.npy` files. */
+  dump?: string;
 }
 
 async function processGroup(worker: WorkerEnv | undefined, timeoutMs: number): Promise<ProcessGroup> {
@@ -39,19 +60,14 @@ async function processGroup(worker: WorkerEnv | undefined, timeoutMs: number): P
   return createProcessGroup({ rank: worker.rank, worldSize: worker.worldSize, rendezvous: worker.rendezvous, timeoutMs });
 }
 
-/** max |a - b| / max |b| over a tensor (the absolute difference when b is all zeros). */
-function relativeDifference(a: Float32Array | Int32Array | Uint8Array, b: Float32Array | Int32Array | Uint8Array): number {
-  let diff = 0;
-  let scale = 0;
-  for (let i = 0; i < b.length; i++) {
-    diff = Math.max(diff, Math.abs(a[i] - b[i]));
-    scale = Math.max(scale, Math.abs(b[i]));
-  }
-  return scale === 0 ? diff : diff / scale;
+interface StepResult {
+  loss: number;
+  /** The gradients the optimizer applied, by parameter name. */
+  grads: Record<string, Float32Array>;
 }
 
 /** One optimizer step of `task` on `batch`; returns its method loss and the gradients it applied. */
-function step(task: SslTask, optimizer: TrainerOptimizer, batch: MultiViewBatch, reduce: (g: Record<string, Tensor>) => Record<string, Tensor>) {
+function step(task: SslTask, optimizer: TrainerOptimizer, batch: MultiViewBatch, reduce: (g: Record<string, Tensor>) => Record<string, Tensor>): StepResult {
   const variables = task.method.trainableParameters();
   let loss = 0;
   const { value, grads } = tf.variableGrads(() => {
@@ -72,6 +88,10 @@ function step(task: SslTask, optimizer: TrainerOptimizer, batch: MultiViewBatch,
   return { loss, grads: byName };
 }
 
+function stateArrays(method: BaseMethod): Record<string, Float32Array | Int32Array> {
+  return Object.fromEntries(Object.entries(method.stateDict()).map(([name, t]) => [name, t.dataSync() as Float32Array | Int32Array]));
+}
+
 function firstBatch(loader: MultiViewLoader, epoch: number, index: number): Promise<MultiViewBatch> {
   return (async () => {
     for await (const b of loader.batches(epoch, index)) return b;
@@ -79,14 +99,31 @@ function firstBatch(loader: MultiViewLoader, epoch: number, index: number): Prom
   })();
 }
 
+/** `batch` with every view value moved by one float32 ulp (a round-off twin's input). */
+function perturbedBatch(batch: MultiViewBatch, key: number): MultiViewBatch {
+  return { ...batch, views: batch.views.map((v, i) => perturbByOneUlp(v, key * 16 + i)) };
+}
+
+/** A one-process run on the global batch: the reference, or a round-off twin. */
+interface OneProcessRun {
+  method: BaseMethod;
+  task: SslTask;
+  optimizer: TrainerOptimizer;
+}
+
 /**
  * `ssl-train verify`: trains `steps` optimizer steps with W ranks (DDP, this process is one
  * of them) and, on rank 0, with one process on the same global batches, and compares the
- * loss (mean of the ranks' losses), the gradients the optimizer applies, and the parameters
- * after each step. The learning rate is the full one from the first step (no warmup), so
- * parameter differences show. Rank 0 returns the result; other ranks return undefined.
+ * loss, the gradients the optimizer applies, and the parameters and buffers after each step.
+ * Rank 0 also runs {@link ROUNDOFF_TWINS} one-process twins whose inputs are moved by one
+ * float32 ulp, to measure how far two correct float32 runs of this model drift apart; each
+ * W-rank difference must stay within `roundoffFactor` times the largest twin difference of
+ * its kind and step, or within `tolerance` (src/verify/roundoff.ts explains why). The
+ * learning rate is the full one from the first step (no warmup), so parameter differences
+ * show. Rank 0 returns the result; other ranks return undefined.
  */
-export async function runVerify(config: TrainConfig, steps: number, tolerance: number, worker?: WorkerEnv): Promise<VerifyResult | undefined> {
+export async function runVerify(config: TrainConfig, options: VerifyOptions, worker?: WorkerEnv): Promise<VerifyResult | undefined> {
+  const { steps, tolerance, roundoffFactor } = options;
   await initEngine(config.backend);
   const experiment = prepareExperiment(config);
   const group = await processGroup(worker, config.timeout * 1000);
@@ -97,6 +134,11 @@ export async function runVerify(config: TrainConfig, steps: number, tolerance: n
   const schedule = { totalSteps: steps, stepsPerEpoch: steps };
   const loaderFor = (batchSize: number, sampler: MultiViewLoader['sampler']) =>
     new MultiViewLoader({ dataset: experiment.train, views: experiment.views, batchSize, sampler, seed: config.seed, dropLast: true, workers: 0 });
+  const oneProcessRun = (): OneProcessRun => {
+    const method = experiment.createMethod();
+    const task = new SslTask(method, optim);
+    return { method, task, optimizer: task.configureOptimizers(schedule).optimizer };
+  };
 
   const distributed = experiment.createMethod();
   distributed.group = group;
@@ -105,64 +147,94 @@ export async function runVerify(config: TrainConfig, steps: number, tolerance: n
   const ddpOptimizer = ddpTask.configureOptimizers(schedule).optimizer;
   const ddpLoader = loaderFor(localBatch, strategy.sampler({ length: experiment.train.length, seed: config.seed, localBatch, dropLast: true }));
 
-  let reference: { method: BaseMethod; task: SslTask; optimizer: TrainerOptimizer; loader: MultiViewLoader } | undefined;
-  if (group.rank === 0) {
-    const method = experiment.createMethod();
-    const task = new SslTask(method, optim);
-    reference = { method, task, optimizer: task.configureOptimizers(schedule).optimizer, loader: loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) };
-  }
+  const reference = group.rank === 0 ? oneProcessRun() : undefined;
+  const twins = reference ? Array.from({ length: ROUNDOFF_TWINS }, oneProcessRun) : [];
+  const referenceLoader = reference ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
   const perEpoch = ddpLoader.numBatches();
   const results: VerifyStep[] = [];
   try {
     for (let s = 0; s < steps; s++) {
       const epoch = Math.floor(s / perEpoch);
+      const initialState = s === 0 && options.dump && reference ? stateArrays(reference.method) : undefined;
       const ddpOut = step(ddpTask, ddpOptimizer, await firstBatch(ddpLoader, epoch, s % perEpoch), (g) => strategy.reduceGradients(g, distributed.trainableParameters()));
       distributed.onTrainBatchEnd({ step: s + 1, totalSteps: steps });
       const meanLoss = strategy.reduceMetrics({ loss: ddpOut.loss }).loss;
-      if (!reference) continue;
-      const refOut = step(reference.task, reference.optimizer, await firstBatch(reference.loader, epoch, s % perEpoch), (g) => g);
-      reference.method.onTrainBatchEnd({ step: s + 1, totalSteps: steps });
-      // Gradients relative to the largest reference entry of any parameter: some true
-      // gradients are exactly zero (e.g. a bias feeding batch norm), leaving float noise.
-      let gradientDiff = 0;
-      let gradientScale = 0;
-      for (const [name, g] of Object.entries(refOut.grads)) {
-        const d = ddpOut.grads[name];
-        for (let i = 0; i < g.length; i++) {
-          gradientDiff = Math.max(gradientDiff, d ? Math.abs(d[i] - g[i]) : Infinity);
-          gradientScale = Math.max(gradientScale, Math.abs(g[i]));
-        }
-      }
-      const gradients = gradientScale === 0 ? gradientDiff : gradientDiff / gradientScale;
-      const refState = reference.method.stateDict();
-      let parameters = 0;
-      for (const [name, v] of Object.entries(distributed.stateDict())) {
-        parameters = Math.max(parameters, relativeDifference(v.dataSync(), refState[name].dataSync()));
-      }
-      results.push({ step: s + 1, loss: Math.abs(meanLoss - refOut.loss) / Math.max(Math.abs(refOut.loss), 1e-12), gradients, parameters });
+      if (!reference || !referenceLoader) continue;
+      const batch = await firstBatch(referenceLoader, epoch, s % perEpoch);
+      const run = (r: OneProcessRun, b: MultiViewBatch) => {
+        const out = step(r.task, r.optimizer, b, (g) => g);
+        r.method.onTrainBatchEnd({ step: s + 1, totalSteps: steps });
+        return { ...out, state: stateArrays(r.method) };
+      };
+      const refOut = run(reference, batch);
+      const twinOuts = twins.map((twin, t) => run(twin, perturbedBatch(batch, (s + 1) * ROUNDOFF_TWINS + t)));
+      if (initialState && options.dump) dumpFirstStep(options.dump, initialState, batch, refOut, ddpOut, meanLoss, reference.method);
+      const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
+      const lossRoundoff = roundoff((o) => scalarDifference(o.loss, refOut.loss));
+      const gradientsRoundoff = roundoff((o) => gradientDifference(o.grads, refOut.grads));
+      const parametersRoundoff = roundoff((o) => stateDifference(o.state, refOut.state));
+      results.push({
+        step: s + 1,
+        loss: scalarDifference(meanLoss, refOut.loss),
+        gradients: gradientDifference(ddpOut.grads, refOut.grads),
+        parameters: stateDifference(stateArrays(distributed), refOut.state),
+        lossBound: roundoffBound(lossRoundoff, roundoffFactor, tolerance),
+        gradientsBound: roundoffBound(gradientsRoundoff, roundoffFactor, tolerance),
+        parametersBound: roundoffBound(parametersRoundoff, roundoffFactor, tolerance),
+      });
     }
   } finally {
     await ddpLoader.close();
-    await reference?.loader.close();
+    await referenceLoader?.close();
+    for (const r of [reference, ...twins]) {
+      r?.optimizer.dispose();
+      r?.method.dispose();
+    }
     ddpOptimizer.dispose();
-    reference?.optimizer.dispose();
-    reference?.method.dispose();
     distributed.dispose();
     group.close();
   }
   if (!reference) return undefined;
-  const worst = Math.max(...results.map((r) => Math.max(r.loss, r.gradients, r.parameters)));
-  return { worldSize, steps: results, worst, tolerance, passed: worst <= tolerance };
+  const ratio = (d: number, b: number) => (Number.isNaN(d) ? Infinity : d / b);
+  const worst = Math.max(...results.map((r) => Math.max(ratio(r.loss, r.lossBound), ratio(r.gradients, r.gradientsBound), ratio(r.parameters, r.parametersBound))));
+  return { worldSize, steps: results, worst, tolerance, roundoffFactor, passed: worst <= 1 };
+}
+
+/**
+ * Writes the first step's inputs and results as `.npy` files under `dir` (for an independent
+ * float64 recomputation, e.g. scripts/verify_roundoff_torch.py): `init/<name>.npy` (state
+ * before the step), `view<v>.npy` `[N, H, W, C]`, `labels.npy` `[N]`, `grads-1/<name>.npy`
+ * (one process) and `grads-W/<name>.npy` (W ranks), and `losses.json`.
+ */
+function dumpFirstStep(
+  dir: string,
+  initial: Record<string, Float32Array | Int32Array>,
+  batch: MultiViewBatch,
+  reference: StepResult,
+  distributed: StepResult,
+  distributedLoss: number,
+  method: BaseMethod,
+): void {
+  const shapes = Object.fromEntries(Object.entries(method.stateDict()).map(([name, t]) => [name, t.shape]));
+  for (const sub of ['init', 'grads-1', 'grads-W']) mkdirSync(join(dir, sub), { recursive: true });
+  for (const [name, values] of Object.entries(initial)) writeNpy(join(dir, 'init', `${name}.npy`), values, shapes[name]!);
+  batch.views.forEach((v, i) => writeNpy(join(dir, `view${i}.npy`), v, batch.shapes[i] ?? batch.shape));
+  writeNpy(join(dir, 'labels.npy'), Int32Array.from(batch.labels), [batch.labels.length]);
+  for (const [name, g] of Object.entries(reference.grads)) writeNpy(join(dir, 'grads-1', `${name}.npy`), g, shapes[name]!);
+  for (const [name, g] of Object.entries(distributed.grads)) writeNpy(join(dir, 'grads-W', `${name}.npy`), g, shapes[name]!);
+  writeFileSync(join(dir, 'losses.json'), `${JSON.stringify({ oneProcess: reference.loss, ranks: distributedLoss })}\n`);
 }
 
 /** A readable table of a {@link VerifyResult}. */
 export function formatVerifyResult(result: VerifyResult, method: string): string {
   const e = (x: number) => x.toExponential(2);
+  const cell = (d: number, b: number) => `${e(d)} / ${e(b)}`.padEnd(21);
   const lines = [
-    `verify ${method}: ${result.worldSize} rank(s) vs one process on the same global batch (largest relative difference)`,
-    'step  loss      gradients  parameters',
-    ...result.steps.map((s) => `${String(s.step).padEnd(5)} ${e(s.loss).padEnd(9)} ${e(s.gradients).padEnd(10)} ${e(s.parameters)}`),
-    `${result.passed ? 'PASSED' : 'FAILED'}: worst ${e(result.worst)} ${result.passed ? '<=' : '>'} tolerance ${e(result.tolerance)}`,
+    `verify ${method}: ${result.worldSize} rank(s) vs one process on the same global batch`,
+    `largest relative difference / its bound (${result.roundoffFactor} x the measured float32 round-off, at least ${e(result.tolerance)})`,
+    `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} parameters`,
+    ...result.steps.map((s) => `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${e(s.parameters)} / ${e(s.parametersBound)}`),
+    `${result.passed ? 'PASSED' : 'FAILED'}: the worst difference is ${result.worst.toFixed(2)} of its bound`,
   ];
   return lines.join('\n');
 }
