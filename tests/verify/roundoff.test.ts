@@ -34,7 +34,7 @@ describe('verify: round-off measurement', () => {
 
   it('gradientDifference measures every tensor against the largest entry of all (a zero gradient is not its own scale)', () => {
     const reference = { w: Float32Array.of(2, -4), b: Float32Array.of(0, 0) };
-    assert.equal(gradientDifference({ w: Float32Array.of(2, -4), b: Float32Array.of(1e-6, 0) }, reference), 1e-6 / 4);
+    assert.equal(gradientDifference({ w: Float32Array.of(2, -4), b: Float32Array.of(1e-6, 0) }, reference), Math.fround(1e-6) / 4);
     assert.equal(gradientDifference({ w: Float32Array.of(2.5, -4), b: Float32Array.of(0, 0) }, reference), 0.5 / 4);
     assert.equal(gradientDifference({ w: Float32Array.of(2, -4) }, reference), Infinity, 'a missing gradient');
   });
