@@ -3,6 +3,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, runCli, tempDir } from '../helpers/run.js';
+import { EXAMPLE_CASE } from '../losses/helpers.js';
 import { checkpointTensors, worstRelative } from './checkpoints.js';
 
 /** Small setup with batch norm everywhere (mlp backbone, BN heads) so SyncBatchNorm matters. */
@@ -52,10 +53,8 @@ describe('data-parallel training equals one process on the global batch', functi
     assert.match(stdout, /FAILED: worst .* > tolerance/);
   });
 
-  it('verify --case checks the losses on the shared example with 2 ranks', () => {
-    const shared = join(process.cwd(), '..', 'shared', 'loss-case-example.json');
-    assert.ok(existsSync(shared), `${shared} must exist (shared/ beside the repository)`);
-    const { status, stdout, stderr } = runCli(['verify', '--case', shared, '--devices', '2'], 60_000);
+  it('verify --case checks the losses on the example case with 2 ranks', () => {
+    const { status, stdout, stderr } = runCli(['verify', '--case', EXAMPLE_CASE, '--devices', '2'], 60_000);
     assert.equal(status, 0, stdout + stderr);
     assert.match(stdout, /PASSED: 4 passed, 0 failed, 0 skipped/);
   });
