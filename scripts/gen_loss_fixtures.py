@@ -6,11 +6,11 @@ The TypeScript losses in src/losses are tested against these files (tests/losses
 python3-torch (plain `python3` may be an interpreter without torch):
 
     /usr/bin/python3 scripts/gen_loss_fixtures.py                 # writes tests/fixtures/losses/*.json
-    /usr/bin/python3 scripts/gen_loss_fixtures.py --check ../shared/loss-case-example.json
+    /usr/bin/python3 scripts/gen_loss_fixtures.py --check tests/fixtures/losses/loss-case-example.json
 
 `--check FILE` recomputes every loss, gradient and per-rank loss of an existing case from
 its inputs and hyper-parameters and fails when they differ: it proves that this script and
-the file's author follow the same conventions (see shared/loss-case.md beside the repo).
+the file's author follow the same conventions (see docs/loss-case.md).
 
 Everything is written with plain PyTorch building blocks (F.normalize, F.cross_entropy,
 F.batch_norm, F.cosine_similarity, autograd), on purpose unlike the TypeScript code.

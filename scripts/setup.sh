@@ -7,6 +7,7 @@
 #   redis-server          Redis rendezvous (tests start their own server)
 #   chromium              headless browser for the comparison-report test
 #   fonts-dejavu-core     the font of the PNG charts
+#   iproute2              `ip netns`: the multi-host test's two hosts as network namespaces
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -14,7 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-  build-essential python3 libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium fonts-dejavu-core
+  build-essential python3 libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium fonts-dejavu-core iproute2
 npm ci
 npm run build:native
 npm run build

@@ -1,4 +1,4 @@
-/** Shared pieces of the benchmark scripts (DESIGN.md: one JSON line, bench-results/<name>.json). */
+/** Shared pieces of the benchmark scripts (docs/design.md: one JSON line, bench-results/<name>.json). */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import type { Rng } from '../../src/core/random.js';
 import type { MultiViewBatch } from '../../src/data/loader.js';

@@ -16,7 +16,7 @@
  * 1-channel images saturation, hue and grayscale are no-ops (they still draw their random
  * numbers), and contrast blends with the image mean.
  *
- * Determinism (DESIGN.md contract 7): every random draw for sample `index`, view `v` in
+ * Determinism (docs/design.md contract 8): every random draw for sample `index`, view `v` in
  * `epoch` comes from `Rng.keyed(seed, epoch, index, v)` (see {@link augmentBatch}), never
  * from a shared stream, so the views of a sample do not depend on batch composition,
  * world size or worker count.

@@ -1,6 +1,6 @@
 /**
  * Differentiable collectives: tensors in, tensors out, with the gradients that make a W-rank
- * step equal a one-process step on the global batch (DESIGN.md, contract 3).
+ * step equal a one-process step on the global batch (docs/design.md, contract 3).
  *
  * ## Scale convention (the one place it is written down)
  *
@@ -74,7 +74,7 @@ export function allGather(x: Tensor, group?: ProcessGroup): Tensor {
 /**
  * Element-wise sum of `x` over ranks: [...] -> [...] (same shape on every rank).
  *
- * Backward: all-reduce SUM of the incoming gradient. Example (2 ranks, DESIGN.md): x = 1,
+ * Backward: all-reduce SUM of the incoming gradient. Example (2 ranks, docs/design.md): x = 1,
  * s = allReduceSum((r+2)·x), y = (r+2)·s gives dy/dx = 10 on rank 0 and 15 on rank 1, whose
  * sum 25 is the one-process gradient of y_0 + y_1; a raw (non-differentiable) all-reduce
  * would give 4 and 9. See the scale convention above.

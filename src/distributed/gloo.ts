@@ -12,9 +12,14 @@
  *                                `ssl-zoo`), so use a new prefix or an empty database per run.
  *
  * The transport binds to `iface` (or `$GLOO_SOCKET_IFNAME`) when given, else to `hostname`,
- * else to 127.0.0.1 when the rendezvous is a file or a loopback host, else to this machine's
- * host name (as PyTorch does).
+ * else to 127.0.0.1 when the rendezvous is a file or a loopback host, else to the local
+ * address of the route to the rendezvous host (the address the other hosts reach this one
+ * by when they share a network with rank 0), else, if that cannot be found, to this
+ * machine's host name (PyTorch's default). The host name alone is not enough: it often
+ * resolves to 127.0.x.1 (Debian's /etc/hosts) or, inside a network namespace or container,
+ * to an address of another network.
  */
+import { createSocket } from 'node:dgram';
 import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { hostname as osHostname } from 'node:os';
@@ -193,6 +198,49 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
 
+/**
+ * The local address the kernel's routing table picks to reach `host:port` (the source address
+ * of a connected UDP socket: no packet is sent), or undefined when `host` does not resolve or
+ * is unreachable. On rank 0's host, whose own address is the rendezvous host, this is that
+ * address.
+ */
+export function routeSourceAddress(host: string, port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const socket = createSocket(host.includes(':') ? 'udp6' : 'udp4');
+    const done = (address: string | undefined) => {
+      try {
+        socket.close();
+      } catch {
+        // already closed
+      }
+      resolve(address);
+    };
+    socket.on('error', () => done(undefined));
+    try {
+      socket.connect(port, host, (err?: Error) => {
+        if (err) return done(undefined);
+        try {
+          done(socket.address().address);
+        } catch {
+          done(undefined);
+        }
+      });
+    } catch {
+      done(undefined);
+    }
+  });
+}
+
+/**
+ * The address the Gloo transport binds to when neither an interface nor a host name is given
+ * (see the module comment).
+ */
+export async function defaultTransportHostname(spec: RendezvousSpec): Promise<string> {
+  if (spec.store === 'file' || isLoopback(spec.host)) return '127.0.0.1';
+  const routed = await routeSourceAddress(spec.host, spec.port);
+  return routed && routed !== '0.0.0.0' && routed !== '::' ? routed : osHostname();
+}
+
 function checkInteger(field: string, value: unknown, min: number, max: number, allowed: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw invalidValue(field, value, allowed);
@@ -307,9 +355,7 @@ export async function createProcessGroup(options: ProcessGroupOptions): Promise<
     }
   }
   const iface = options.iface ?? (process.env.GLOO_SOCKET_IFNAME || undefined);
-  const hostname =
-    options.hostname ??
-    (spec.store === 'file' || isLoopback(spec.host) ? '127.0.0.1' : osHostname());
+  const hostname = iface ? undefined : (options.hostname ?? (await defaultTransportHostname(spec)));
   const native = await addon.connect({
     rank,
     size: worldSize,

@@ -3,7 +3,7 @@
  * processes calls {@link runLossCaseOnRank} with the same file and its own process group;
  * rank r takes rows `r·B .. r·B + B − 1` (B = N / W) of the case, runs each loss with the
  * distributed implementation (gathers and all-reduces included) and compares with the
- * float64 reference (shared/loss-case.md):
+ * float64 reference (docs/loss-case.md):
  * - the mean over ranks of the per-rank losses against `losses.<name>.loss`;
  * - each rank's loss against `distributed.per_rank_loss.<name>[r]` when the case's
  *   `distributed.world_size` is W;
@@ -15,7 +15,7 @@ import { UserError } from '../core/errors.js';
 import { checkLossCase, loadLossCase, type LossCase, type LossCaseReport } from '../losses/case.js';
 import type { ProcessGroup } from './process-group.js';
 
-/** Default relative tolerance of `verify` (1e-4, shared/loss-case.md). */
+/** Default relative tolerance of `verify` (1e-4, docs/loss-case.md). */
 export const LOSS_CHECK_TOLERANCE = 1e-4;
 
 /**

@@ -21,7 +21,7 @@ export interface DistributedSamplerOptions {
  * one-process `RandomSampler` uses) so that rank r's b-th batch is the slice
  * `[b·N + r·B, b·N + (r+1)·B)` of the permutation. Concatenating the ranks' b-th batches in
  * rank order gives exactly the one-process b-th batch of size N, which is what makes a
- * W-rank step equal a one-process step on the global batch (DESIGN.md contract 1; with
+ * W-rank step equal a one-process step on the global batch (docs/design.md contract 1; with
  * augmentation keyed by the global sample index, the views match too). Every rank gets
  * the same number of samples, as a mean of per-rank means needs.
  */

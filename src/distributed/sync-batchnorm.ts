@@ -1,5 +1,5 @@
 /**
- * Synchronised batch normalisation (DESIGN.md contract 4): batch statistics over the global
+ * Synchronised batch normalisation (docs/design.md contract 4): batch statistics over the global
  * batch of all ranks, so that a W-rank step equals a one-process step on the concatenated
  * batch, forward and backward.
  */

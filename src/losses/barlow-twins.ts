@@ -1,6 +1,6 @@
 /**
  * The Barlow Twins loss (Zbontar et al. 2021; solo-learn's `barlow_loss_func`), with
- * global-batch statistics (DESIGN.md contract 4).
+ * global-batch statistics (docs/design.md contract 4).
  */
 import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';

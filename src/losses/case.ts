@@ -1,5 +1,5 @@
 /**
- * Loss reference cases, format `ssl-loss-oracle/1` (see shared/loss-case.md): embeddings and
+ * Loss reference cases, format `ssl-loss-oracle/1` (see docs/loss-case.md): embeddings and
  * the float64 values and gradients of each loss on them, from an independent PyTorch
  * implementation (scripts/gen_loss_fixtures.py writes some). {@link loadLossCase} reads and
  * validates a file; {@link checkLossCase} recomputes every implemented loss on this rank's
@@ -355,7 +355,7 @@ const REL_FLOOR = 1e-6;
  * case. Rank r of W takes rows `r·B .. r·B + B − 1` (B = N / W) of every input, computes the
  * loss and the gradients w.r.t. its local rows, and compares the mean over ranks of the
  * losses with `losses.<name>.loss` and its gradient divided by W (DDP averaging) with the
- * matching rows of `losses.<name>.grad` (see shared/loss-case.md). With W > 1 every rank must
+ * matching rows of `losses.<name>.grad` (see docs/loss-case.md). With W > 1 every rank must
  * call this with the same case and options (it runs collectives to combine the errors).
  * Losses ssl-zoo does not implement are skipped.
  */

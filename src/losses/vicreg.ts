@@ -1,6 +1,6 @@
 /**
  * The VICReg loss (Bardes et al. 2022), with the paper's conventions (variance term averaged
- * over the two views) and global-batch statistics (DESIGN.md contract 4).
+ * over the two views) and global-batch statistics (docs/design.md contract 4).
  */
 import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';

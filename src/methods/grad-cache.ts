@@ -17,7 +17,7 @@ export function chunkRanges(batch: number, chunk: number): Array<[number, number
 }
 
 /**
- * The gradient cache (Gao et al. 2021; DESIGN.md contract 6): the gradients of
+ * The gradient cache (Gao et al. 2021; docs/design.md contract 6): the gradients of
  * `method`'s training loss on `views` (`[B, H, W, C]` each) and `labels` (`[B]`) for
  * `variables`, with the backbone and heads run on `chunk` samples at a time, so that
  * activation memory follows the chunk, not the batch:

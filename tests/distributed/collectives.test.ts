@@ -1,5 +1,5 @@
 /**
- * Gradients of the differentiable collectives with real processes (DESIGN.md contract 3):
+ * Gradients of the differentiable collectives with real processes (docs/design.md contract 3):
  * the worked all-reduce example, and allGather's gradient for a non-symmetric per-rank loss
  * against a one-process reference computed here.
  */
@@ -73,7 +73,7 @@ describe('distributed/collectives: differentiable collectives (real processes)',
     loadGlooAddon();
   });
 
-  it("DESIGN.md's worked example: allReduceSum backward is an all-reduce SUM (10 and 15, not 4 and 9)", async () => {
+  it("docs/design.md's worked example: allReduceSum backward is an all-reduce SUM (10 and 15, not 4 and 9)", async () => {
     const dir = freshDir('grad-worked');
     try {
       const outcomes = await runRanks('gradients', {

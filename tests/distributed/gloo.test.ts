@@ -6,11 +6,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { hostname, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { UserError } from '../../src/core/errors.js';
 import {
   createProcessGroup,
+  defaultTransportHostname,
   GLOO_ADDON_ENV,
   loadGlooAddon,
   parseRendezvous,
@@ -248,6 +250,16 @@ describe('distributed/gloo: GlooProcessGroup (real processes, loopback)', functi
     assert.throws(() => parseRendezvous('tcp://host'), UserError);
     assert.throws(() => parseRendezvous('tcp://host:99999'), UserError);
     assert.throws(() => parseRendezvous('/tmp/dir'), UserError);
+  });
+
+  it('the transport binds to the local address of the route to the rendezvous host', async () => {
+    assert.equal(await defaultTransportHostname({ store: 'file', path: '/tmp/x' }), '127.0.0.1');
+    assert.equal(await defaultTransportHostname({ store: 'tcp', host: 'localhost', port: 29500 }), '127.0.0.1');
+    // Rank 0's view: the rendezvous host is one of this machine's own addresses.
+    const own = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal);
+    if (own) assert.equal(await defaultTransportHostname({ store: 'tcp', host: own.address, port: 29500 }), own.address);
+    // Unresolvable: the host name, as before.
+    assert.equal(await defaultTransportHostname({ store: 'redis', host: 'no-such-host.invalid', port: 6379, prefix: 'p' }), hostname());
   });
 
   it('without the addon, W>1 says how to install it', async () => {

@@ -1,5 +1,5 @@
 /**
- * The losses with W real processes over the Gloo addon, DIFFERENT data per rank (DESIGN.md
+ * The losses with W real processes over the Gloo addon, DIFFERENT data per rank (docs/design.md
  * contracts 2-4): rank r holds rows r·B.. of a float64 PyTorch case
  * (tests/fixtures/losses, which record per-rank losses for W = 2, 3, 4).
  *
@@ -9,7 +9,7 @@
  * losses equal the case's `per_rank_loss`. Negative controls: the same check rejects NT-Xent
  * with the positive/self columns at i instead of rank·B + i, NT-Xent with a gather whose
  * backward keeps only the local slice, and solo-learn's Barlow Twins. And the per-rank logic
- * of `ssl-train verify --case FILE --devices W` (runLossCaseOnRank) passes the shared example
+ * of `ssl-train verify --case FILE --devices W` (runLossCaseOnRank) passes the example case
  * for W = 1, 2, 3 and the generated cases for their W.
  */
 import assert from 'node:assert/strict';
@@ -22,7 +22,7 @@ import { formatLossCaseReport, runLossCaseOnRank } from '../../src/distributed/l
 import { loadLossCase, type LossCase, type LossCaseReport } from '../../src/losses/index.js';
 import { SingleProcessGroup } from '../../src/distributed/process-group.js';
 import { loadGlooAddon } from '../../src/distributed/gloo.js';
-import { FIXTURE_DIR, sharedExampleOrFail } from '../losses/helpers.js';
+import { EXAMPLE_CASE, FIXTURE_DIR } from '../losses/helpers.js';
 import { expectAllOk, freshDir, runRanks } from './helpers.js';
 import {
   evaluateVariant,
@@ -115,8 +115,8 @@ describe('distributed/losses: every loss with W real processes equals the one-pr
       let c: LossCase;
       const refs: Record<string, VariantResult> = {};
       // Cases for runLossCaseOnRank: the generated case of this W, another generated case
-      // (per-rank losses recorded for a different W) at W = 2, and the shared example (N = 6).
-      const cases = W === 2 ? [FIXTURES[2]!, FIXTURES[4]!, sharedExampleOrFail()] : [FIXTURES[W]!, sharedExampleOrFail()];
+      // (per-rank losses recorded for a different W) at W = 2, and the example case (N = 6).
+      const cases = W === 2 ? [FIXTURES[2]!, FIXTURES[4]!, EXAMPLE_CASE] : [FIXTURES[W]!, EXAMPLE_CASE];
 
       before(async () => {
         c = loadLossCase(FIXTURES[W]!);
@@ -221,8 +221,8 @@ describe('distributed/losses: every loss with W real processes equals the one-pr
 });
 
 describe('distributed/loss-check: runLossCaseOnRank and its report (one process)', () => {
-  it('passes the shared example at W = 1', () => {
-    const report = runLossCaseOnRank(sharedExampleOrFail(), new SingleProcessGroup());
+  it('passes the example case at W = 1', () => {
+    const report = runLossCaseOnRank(EXAMPLE_CASE, new SingleProcessGroup());
     assert.ok(report.passed, formatLossCaseReport(report));
     assert.equal(report.worldSize, 1);
     assert.equal(report.rowsPerRank, 6);
@@ -235,7 +235,7 @@ describe('distributed/loss-check: runLossCaseOnRank and its report (one process)
   it('reports failed and skipped losses, one line each, with the reason', () => {
     const dir = freshDir('loss-check');
     try {
-      const json = JSON.parse(readFileSync(sharedExampleOrFail(), 'utf8')) as {
+      const json = JSON.parse(readFileSync(EXAMPLE_CASE, 'utf8')) as {
         losses: Record<string, { loss: number; grad: Record<string, number[][]> }>;
       };
       json.losses.barlow!.grad.z1![2]![3]! *= 1.05;
@@ -262,13 +262,13 @@ describe('distributed/loss-check: runLossCaseOnRank and its report (one process)
       assert.match(err.message, /\/nonexistent\/case\.json: cannot read the file \(ENOENT\)/);
       return true;
     });
-    assert.throws(() => runLossCaseOnRank(sharedExampleOrFail(), new SingleProcessGroup(), 0), /tolerance: 0/);
+    assert.throws(() => runLossCaseOnRank(EXAMPLE_CASE, new SingleProcessGroup(), 0), /tolerance: 0/);
   });
 
   it('leaves no tensors behind', () => {
-    runLossCaseOnRank(sharedExampleOrFail(), new SingleProcessGroup());
+    runLossCaseOnRank(EXAMPLE_CASE, new SingleProcessGroup());
     const before = tf.memory().numTensors;
-    runLossCaseOnRank(sharedExampleOrFail(), new SingleProcessGroup());
+    runLossCaseOnRank(EXAMPLE_CASE, new SingleProcessGroup());
     assert.equal(tf.memory().numTensors, before);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * SyncBatchNorm with W real processes over the Gloo addon, DIFFERENT data per rank
- * (DESIGN.md contract 4): forward output, input gradient and DDP-averaged parameter gradients
+ * (docs/design.md contract 4): forward output, input gradient and DDP-averaged parameter gradients
  * equal BatchNorm on the concatenated batch (relative 1e-5 of the largest entry), for [B, C]
  * and [B, H, W, C] inputs, W = 2 and 3; running statistics are bit-identical on every rank and
  * equal BatchNorm's; evaluation mode runs no collective; convertSyncBatchNorm converts every

@@ -2,9 +2,9 @@ import { strict as assert } from 'node:assert';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tf } from '../../src/core/tf.js';
-import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
 import { CLI, runCli, tempDir } from '../helpers/run.js';
+import { EXAMPLE_CASE } from '../losses/helpers.js';
+import { checkpointTensors, worstRelative } from './checkpoints.js';
 
 /** Small setup with batch norm everywhere (mlp backbone, BN heads) so SyncBatchNorm matters. */
 const SMALL = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '192', '--workers', '0', '--val-every', '0'];
@@ -13,30 +13,6 @@ const HEADS: Record<string, string[]> = {
   barlow_twins: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'],
   byol: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--method-arg', 'predHiddenDim=32'],
 };
-
-function checkpointTensors(runDir: string): Record<string, Float32Array> {
-  const ckpt = loadCheckpoint(join(runDir, 'checkpoints', 'last.ckpt'));
-  const out: Record<string, Float32Array> = {};
-  for (const [name, t] of Object.entries(ckpt.tensors)) if (name.startsWith('model/')) out[name] = Float32Array.from(t.dataSync() as Float32Array);
-  tf.dispose(Object.values(ckpt.tensors));
-  return out;
-}
-
-/** Largest per-tensor max|a - b| / max|b| over two checkpoints' models. */
-function worstRelative(a: Record<string, Float32Array>, b: Record<string, Float32Array>): number {
-  assert.deepEqual(Object.keys(a).sort(), Object.keys(b).sort());
-  let worst = 0;
-  for (const [name, ref] of Object.entries(b)) {
-    let diff = 0;
-    let scale = 0;
-    for (let i = 0; i < ref.length; i++) {
-      diff = Math.max(diff, Math.abs(a[name][i] - ref[i]));
-      scale = Math.max(scale, Math.abs(ref[i]));
-    }
-    worst = Math.max(worst, scale === 0 ? diff : diff / scale);
-  }
-  return worst;
-}
 
 function train(method: string, devices: number, extra: string[] = []): string {
   const runDir = join(tempDir(), 'run');
@@ -103,10 +79,8 @@ describe('data-parallel training equals one process on the global batch', functi
     }
   });
 
-  it('verify --case checks the losses on the shared example with 2 ranks', () => {
-    const shared = join(process.cwd(), '..', 'shared', 'loss-case-example.json');
-    assert.ok(existsSync(shared), `${shared} must exist (shared/ beside the repository)`);
-    const { status, stdout, stderr } = runCli(['verify', '--case', shared, '--devices', '2'], 60_000);
+  it('verify --case checks the losses on the example case with 2 ranks', () => {
+    const { status, stdout, stderr } = runCli(['verify', '--case', EXAMPLE_CASE, '--devices', '2'], 60_000);
     assert.equal(status, 0, stdout + stderr);
     assert.match(stdout, /PASSED: 4 passed, 0 failed, 0 skipped/);
   });

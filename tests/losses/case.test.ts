@@ -13,12 +13,12 @@ import {
   loadLossCase,
   parseLossCase,
 } from '../../src/losses/index.js';
-import { sharedExampleOrFail, useCpuEngine } from './helpers.js';
+import { EXAMPLE_CASE, useCpuEngine } from './helpers.js';
 
 type Obj = Record<string, unknown>;
 
 function example(): Obj {
-  return JSON.parse(readFileSync(sharedExampleOrFail(), 'utf8')) as Obj;
+  return JSON.parse(readFileSync(EXAMPLE_CASE, 'utf8')) as Obj;
 }
 
 /** parseLossCase on a modified copy of the example must throw a UserError matching `re`. */
@@ -42,8 +42,8 @@ const grad = (c: Obj, name: string) => losses(c)[name].grad as Record<string, nu
 describe('losses/case: loading ssl-loss-oracle/1 files', () => {
   before(useCpuEngine);
 
-  it('loads the shared example with typed data', () => {
-    const c = loadLossCase(sharedExampleOrFail());
+  it('loads the example case with typed data', () => {
+    const c = loadLossCase(EXAMPLE_CASE);
     assert.equal(c.format, LOSS_CASE_FORMAT);
     assert.equal(c.N, 6);
     assert.equal(c.D, 5);
@@ -98,8 +98,8 @@ describe('losses/case: loading ssl-loss-oracle/1 files', () => {
 describe('losses/case: checkLossCase', () => {
   before(useCpuEngine);
 
-  it('passes the shared example for every loss at W = 1', () => {
-    const report = checkLossCase(loadLossCase(sharedExampleOrFail()));
+  it('passes the example case for every loss at W = 1', () => {
+    const report = checkLossCase(loadLossCase(EXAMPLE_CASE));
     assert.equal(report.worldSize, 1);
     assert.equal(report.rank, 0);
     assert.equal(report.tolerance, 1e-4);

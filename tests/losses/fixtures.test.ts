@@ -1,6 +1,7 @@
 /**
  * The losses against float64 PyTorch reference cases: the generated fixtures
- * (scripts/gen_loss_fixtures.py) and the shared example (../shared/loss-case-example.json).
+ * (scripts/gen_loss_fixtures.py, `case-*.json`) and the example case of docs/loss-case.md
+ * (tests/fixtures/losses/loss-case-example.json).
  * Values and gradients must agree to 1e-4 (relative; gradients relative to the largest entry).
  */
 import assert from 'node:assert/strict';
@@ -14,10 +15,10 @@ import {
   vicregLossWithTerms,
   type LossCase,
 } from '../../src/losses/index.js';
-import { FIXTURE_DIR, sharedExampleOrFail, useCpuEngine } from './helpers.js';
+import { EXAMPLE_CASE, FIXTURE_DIR, useCpuEngine } from './helpers.js';
 
 const generated = readdirSync(FIXTURE_DIR)
-  .filter((f) => f.endsWith('.json'))
+  .filter((f) => f.startsWith('case-') && f.endsWith('.json'))
   .sort()
   .map((f) => join(FIXTURE_DIR, f));
 
@@ -33,9 +34,9 @@ describe('losses against PyTorch reference cases', () => {
     for (const f of generated) assert.equal(loadLossCase(f).N % 12, 0, f);
   });
 
-  for (const label of ['shared example', ...generated.map((f) => f.slice(FIXTURE_DIR.length + 1))]) {
+  for (const label of ['example case', ...generated.map((f) => f.slice(FIXTURE_DIR.length + 1))]) {
     it(`${label}: every loss matches in value and gradient (W = 1)`, () => {
-      const path = label === 'shared example' ? sharedExampleOrFail() : join(FIXTURE_DIR, label);
+      const path = label === 'example case' ? EXAMPLE_CASE : join(FIXTURE_DIR, label);
       const c = loadLossCase(path);
       const report = checkLossCase(c);
       assert.deepEqual(
@@ -51,7 +52,7 @@ describe('losses against PyTorch reference cases', () => {
     });
 
     it(`${label}: the logged terms match (Barlow on/off-diagonal, VICReg three terms)`, () => {
-      const path = label === 'shared example' ? sharedExampleOrFail() : join(FIXTURE_DIR, label);
+      const path = label === 'example case' ? EXAMPLE_CASE : join(FIXTURE_DIR, label);
       const c = loadLossCase(path);
       const h = c.hyper;
       tf.tidy(() => {

@@ -2,7 +2,6 @@
  * Shared helpers of the loss tests: seeded inputs, finite-difference gradient probes, and
  * the paths of the reference cases.
  */
-import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { initEngine } from '../../src/core/engine.js';
@@ -11,21 +10,17 @@ import { tf, type Scalar, type Tensor } from '../../src/core/tf.js';
 
 /** The repository root (tests run from dist/tests/losses). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-/** tests/fixtures/losses, written by scripts/gen_loss_fixtures.py. */
+/** tests/fixtures/losses: the cases `case-*.json` of scripts/gen_loss_fixtures.py, and the example case. */
 export const FIXTURE_DIR = join(REPO_ROOT, 'tests/fixtures/losses');
-/** The shared example case; CI clones the repo with shared/ beside it. */
-export const SHARED_EXAMPLE = resolve(REPO_ROOT, '../shared/loss-case-example.json');
+/**
+ * The example case of docs/loss-case.md (N = 6, D = 5, temperature 0.5), made by another
+ * implementation than scripts/gen_loss_fixtures.py (whose `--check` recomputes it).
+ */
+export const EXAMPLE_CASE = join(FIXTURE_DIR, 'loss-case-example.json');
 
 /** Selects the cpu engine. */
 export async function useCpuEngine(): Promise<void> {
   await initEngine('cpu');
-}
-
-export function sharedExampleOrFail(): string {
-  if (!existsSync(SHARED_EXAMPLE)) {
-    throw new Error(`${SHARED_EXAMPLE} not found: the shared/ folder must sit beside the repository`);
-  }
-  return SHARED_EXAMPLE;
 }
 
 /** `[rows, cols]` of N(mean, std²) float32 draws from a seeded generator. */

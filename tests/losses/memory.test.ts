@@ -11,7 +11,7 @@ import {
   vicregLoss,
   vicregLossWithTerms,
 } from '../../src/losses/index.js';
-import { randn, Rng, sharedExampleOrFail, useCpuEngine } from './helpers.js';
+import { EXAMPLE_CASE, randn, Rng, useCpuEngine } from './helpers.js';
 
 describe('losses: no leaked tensors', () => {
   before(useCpuEngine);
@@ -41,7 +41,7 @@ describe('losses: no leaked tensors', () => {
   it('the *WithTerms variants and checkLossCase leave nothing behind', () => {
     const rng = new Rng(2);
     const [a, b] = [randn(rng, 5, 3), randn(rng, 5, 3)];
-    const c = loadLossCase(sharedExampleOrFail());
+    const c = loadLossCase(EXAMPLE_CASE);
     const before = tf.memory().numTensors;
     const t1 = barlowTwinsLossWithTerms(a, b, { lambd: 0.0051, scale: 0.1 });
     const t2 = vicregLossWithTerms(a, b, VICREG_DEFAULTS);

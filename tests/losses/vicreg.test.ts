@@ -7,7 +7,7 @@ import {
 } from '../../src/losses/index.js';
 import { gradCheck, randn, rowsOf, Rng, useCpuEngine } from './helpers.js';
 
-/** Independent float64 VICReg in plain loops (loss-case.md conventions). */
+/** Independent float64 VICReg in plain loops (docs/loss-case.md conventions). */
 function referenceVicreg(z1: number[][], z2: number[][], w = VICREG_DEFAULTS) {
   const n = z1.length;
   const d = z1[0].length;

@@ -1,6 +1,6 @@
 /**
  * Worker: gradients through the differentiable collectives.
- * - `worked-example` (DESIGN.md contract 3): x = 1, xx = (r+2)·x, s = allReduceSum(xx),
+ * - `worked-example` (docs/design.md contract 3): x = 1, xx = (r+2)·x, s = allReduceSum(xx),
  *   y = (r+2)·s; returns dy/dx (10 / 15 on 2 ranks) and the gradient a raw all-reduce would
  *   give (4 / 9).
  * - `gather`: embeddings E_r = X_r θ, loss_r = rankLoss(E_r, allGather(E_r)); returns
