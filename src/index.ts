@@ -11,6 +11,7 @@ export { detach } from './core/ops.js';
 export * from './core/layers.js';
 export * from './backbones/index.js';
 export * from './losses/index.js';
+export * from './verify/index.js';
 export * from './methods/index.js';
 export { SslTask, type OptimSettings, type ValidationSettings } from './methods/task.js';
 export * from './optim/index.js';

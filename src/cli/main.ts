@@ -5,7 +5,7 @@ import { methodNames } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
 import { buildConfig, CONFIG_KEYS, parseMethodArg, readConfigFile, toCamel, type TrainConfig, type TrainConfigInput } from './config.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
-import { LOSS_CHECK_TOLERANCE } from '../distributed/loss-check.js';
+import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
 import { preflightDistributed, runTraining } from './train.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from './verify.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';

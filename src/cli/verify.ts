@@ -5,7 +5,7 @@ import { RandomSampler } from '../data/sampler.js';
 import { DdpStrategy } from '../distributed/ddp.js';
 import { createProcessGroup } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
-import { formatLossCaseReport, runLossCaseOnRank } from '../distributed/loss-check.js';
+import { formatLossCaseReport, runLossCaseOnRank } from '../verify/loss-check.js';
 import { SingleProcessGroup, type ProcessGroup } from '../distributed/process-group.js';
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';

@@ -22,20 +22,3 @@ export { byolLoss } from './byol.js';
 export { vicregLoss, vicregLossWithTerms, VICREG_DEFAULTS, type VicregOptions, type VicregTerms } from './vicreg.js';
 export { l2NormalizeRows, rowCosine } from './ops.js';
 export { batchLayout, gatherRows, sumOverRanks, type BatchLayout } from './global-batch.js';
-export {
-  LOSS_CASE_FORMAT,
-  CASE_LOSS_NAMES,
-  parseLossCase,
-  loadLossCase,
-  checkLossCase,
-  type CaseLossName,
-  type LossCase,
-  type LossCaseEntry,
-  type LossCaseHyper,
-  type LossCaseInputs,
-  type LossCaseDistributed,
-  type LossCheckResult,
-  type LossCaseReport,
-  type CheckLossCaseOptions,
-  type Matrix,
-} from './case.js';

@@ -10,11 +10,9 @@ import { join } from 'node:path';
 import { tf } from '../../src/core/tf.js';
 import {
   barlowTwinsLossWithTerms,
-  checkLossCase,
-  loadLossCase,
   vicregLossWithTerms,
-  type LossCase,
 } from '../../src/losses/index.js';
+import { checkLossCase, loadLossCase, type LossCase } from '../../src/verify/index.js';
 import { EXAMPLE_CASE, FIXTURE_DIR, useCpuEngine } from './helpers.js';
 
 const generated = readdirSync(FIXTURE_DIR)

@@ -4,13 +4,12 @@ import {
   barlowTwinsLoss,
   barlowTwinsLossWithTerms,
   byolLoss,
-  checkLossCase,
-  loadLossCase,
   ntXentLoss,
   VICREG_DEFAULTS,
   vicregLoss,
   vicregLossWithTerms,
 } from '../../src/losses/index.js';
+import { checkLossCase, loadLossCase } from '../../src/verify/index.js';
 import { EXAMPLE_CASE, randn, Rng, useCpuEngine } from './helpers.js';
 
 describe('losses: no leaked tensors', () => {

@@ -14,9 +14,8 @@ import {
   ntXentLoss,
   vicregLoss,
   l2NormalizeRows,
-  type LossCase,
-  type LossCaseHyper,
 } from '../../../src/losses/index.js';
+import { type LossCase, type LossCaseHyper } from '../../../src/verify/index.js';
 import { allGather } from '../../../src/distributed/collectives.js';
 import { detach } from '../../../src/core/ops.js';
 

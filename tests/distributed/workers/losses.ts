@@ -7,8 +7,8 @@
  *   logic), with its formatted report, or the error it threw.
  */
 import { initEngine } from '../../../src/core/engine.js';
-import { runLossCaseOnRank, formatLossCaseReport } from '../../../src/distributed/loss-check.js';
-import { loadLossCase } from '../../../src/losses/index.js';
+import { runLossCaseOnRank, formatLossCaseReport } from '../../../src/verify/loss-check.js';
+import { loadLossCase } from '../../../src/verify/index.js';
 import { tf } from '../../../src/core/tf.js';
 import { evaluateVariant, type Variant, type VariantResult } from './loss-problems.js';
 import { type BaseSpec, joinGroup, readArgs, run } from './common.js';

@@ -9,10 +9,10 @@ import { readFileSync } from 'node:fs';
 import { UserError } from '../core/errors.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
 import type { ProcessGroup } from '../distributed/process-group.js';
-import { barlowTwinsLoss } from './barlow-twins.js';
-import { byolLoss } from './byol.js';
-import { ntXentLoss } from './nt-xent.js';
-import { vicregLoss } from './vicreg.js';
+import { barlowTwinsLoss } from '../losses/barlow-twins.js';
+import { byolLoss } from '../losses/byol.js';
+import { ntXentLoss } from '../losses/nt-xent.js';
+import { vicregLoss } from '../losses/vicreg.js';
 
 /** The format tag a case file must carry. */
 export const LOSS_CASE_FORMAT = 'ssl-loss-oracle/1';

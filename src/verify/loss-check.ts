@@ -12,8 +12,8 @@
  * Errors are reduced over ranks (max), so every rank returns the same report.
  */
 import { UserError } from '../core/errors.js';
-import { checkLossCase, loadLossCase, type LossCase, type LossCaseReport } from '../losses/case.js';
-import type { ProcessGroup } from './process-group.js';
+import { checkLossCase, loadLossCase, type LossCase, type LossCaseReport } from './loss-case.js';
+import type { ProcessGroup } from '../distributed/process-group.js';
 
 /** Default relative tolerance of `verify` (1e-4, docs/loss-case.md). */
 export const LOSS_CHECK_TOLERANCE = 1e-4;

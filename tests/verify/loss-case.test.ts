@@ -12,8 +12,8 @@ import {
   LOSS_CASE_FORMAT,
   loadLossCase,
   parseLossCase,
-} from '../../src/losses/index.js';
-import { EXAMPLE_CASE, useCpuEngine } from './helpers.js';
+} from '../../src/verify/index.js';
+import { EXAMPLE_CASE, useCpuEngine } from '../losses/helpers.js';
 
 type Obj = Record<string, unknown>;
 
