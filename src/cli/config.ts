@@ -81,7 +81,7 @@ export class TrainConfig {
   @IsBoolean() syncBatchnorm = true;
   @IsNumber() @IsPositive() bucketCapMb = 25;
   @IsInt() @Min(1) accumulateGradBatches = 1;
-  /** Drop the last incomplete global batch of each epoch (else wrap around to fill it). */
+  /** Drop the last incomplete global batch of each epoch (false: a short last batch; one process only). */
   @IsBoolean() dropLast = true;
   /** Seconds a collective may wait for the other ranks before failing. */
   @IsNumber() @IsPositive() timeout = 300;

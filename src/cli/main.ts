@@ -4,9 +4,10 @@ import { UserError } from '../core/errors.js';
 import { methodNames } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
 import { buildConfig, CONFIG_KEYS, parseMethodArg, readConfigFile, toCamel, type TrainConfig, type TrainConfigInput } from './config.js';
+import { checkRendezvousFlag } from '../distributed/gloo.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
-import { preflightDistributed, runTraining } from './train.js';
+import { checkGpuBackend, preflightDistributed, runTraining } from './train.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from './verify.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
@@ -69,12 +70,12 @@ function addTrainOptions(command: Command): Command {
     .option('--gpus <n>', 'processes per node, one GPU each (needs @tensorflow/tfjs-node-gpu)', numeric)
     .option('--num-nodes <n>', 'nodes (hosts) of the job', numeric, 1)
     .option('--node-rank <n>', 'index of this node', numeric, 0)
-    .option('--rendezvous <url>', 'how ranks meet: file:///shared/dir, tcp://host:port, redis://host:port (default: a fresh file store)')
+    .option('--rendezvous <url>', 'how ranks meet: file:///shared/dir, tcp://host:port, redis://host:port[/prefix] or env:// (default: a fresh file store)')
     .option('--strategy <name>', 'auto, single or ddp (auto: ddp with more than one rank)', 'auto')
     .addOption(new Option('--sync-batchnorm <bool>', 'batch norm with global-batch statistics across ranks (needed for exactness)').default(true).argParser(boolean))
     .option('--bucket-cap-mb <x>', 'DDP gradient bucket size in MiB', numeric, 25)
     .option('--accumulate-grad-batches <n>', 'batches per optimizer step (one gradient sync per step)', numeric, 1)
-    .addOption(new Option('--drop-last <bool>', 'drop the incomplete last global batch of an epoch').default(true).argParser(boolean))
+    .addOption(new Option('--drop-last <bool>', 'drop the incomplete last global batch of an epoch (false: one process only)').default(true).argParser(boolean))
     .option('--timeout <seconds>', 'how long a collective waits for the other ranks before failing', numeric, 300)
     .option('--log-every <n>', 'log training metrics every n steps', numeric, 10)
     .option('--val-every <n>', 'validate (kNN, linear probe) every n epochs; 0 disables', numeric, 1)
@@ -209,7 +210,11 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
     merged[key] = value;
   }
   const methodArgs = { ...((fromFile.methodArgs as Record<string, number>) ?? {}), ...((opts.methodArg as Record<string, number>) ?? {}) };
-  return buildConfig({ ...fromFile, ...merged, methodArgs });
+  const config = buildConfig({ ...fromFile, ...merged, methodArgs });
+  // Whatever the number of devices: a flag that cannot work is an error, not ignored.
+  if (config.rendezvous !== undefined) checkRendezvousFlag(config.rendezvous);
+  checkGpuBackend(config);
+  return config;
 }
 
 /** Runs the CLI; returns the exit code (0 ok, 1 internal failure, 2 user error). */

@@ -79,21 +79,41 @@ function sample(ds: ImageDataset, n: number, seed: number): ImageDataset {
 }
 
 /**
- * Checks, before any worker is spawned, what would otherwise fail on every rank: a GPU
- * request without a GPU backend, a batch that does not split evenly (when the command
- * splits one), a missing Gloo addon.
+ * `--gpus N` (any N, 1 included) needs the GPU backend; without it the run would silently
+ * train on the CPU.
  */
-export function preflightDistributed(config: TrainConfig, nprocs: number, splitsBatch = true): void {
-  const worldSize = nprocs * config.numNodes;
+export function checkGpuBackend(config: TrainConfig): void {
   if (config.gpus !== undefined && !tensorflowGpuInstalled()) {
     throw new UserError(
       `--gpus: ${config.gpus} needs the GPU backend (@tensorflow/tfjs-node-gpu), which is not installed; on CPU use --devices ${config.gpus}`,
     );
   }
+}
+
+/**
+ * `--drop-last false` with more than one rank is refused: one process yields a short last
+ * batch, which W ranks cannot split evenly (and padding it by wrapping around, as the
+ * distributed sampler could, trains on other samples than one process does).
+ */
+export function checkDropLast(config: TrainConfig, worldSize: number): void {
+  if (worldSize > 1 && !config.dropLast) {
+    throw invalidValue('--drop-last', false, `true with ${worldSize} ranks (a short last batch cannot be split evenly over the ranks)`);
+  }
+}
+
+/**
+ * Checks, before any worker is spawned, what would otherwise fail on every rank: a GPU
+ * request without a GPU backend, a batch that does not split evenly or `--drop-last false`
+ * (when the command splits one), a missing Gloo addon.
+ */
+export function preflightDistributed(config: TrainConfig, nprocs: number, splitsBatch = true): void {
+  const worldSize = nprocs * config.numNodes;
+  checkGpuBackend(config);
   if (config.strategy === 'single') throw invalidValue('--strategy', 'single', `ddp or auto with ${worldSize} ranks`);
   if (splitsBatch && config.batchSize % worldSize !== 0) {
     throw invalidValue('--batch-size', config.batchSize, `a multiple of the world size ${worldSize} (each rank gets batch-size / world size)`);
   }
+  if (splitsBatch) checkDropLast(config, worldSize);
   if (!isGlooAvailable()) loadGlooAddon(); // throws the user error that says how to install it
 }
 
@@ -233,12 +253,14 @@ export function localBatchSize(config: TrainConfig, worldSize: number, trainSize
  * the method, and fits it with the trainer (strategy and loggers from the container).
  */
 export async function runTraining(config: TrainConfig, options: RunOptions = {}): Promise<TrainingRun> {
+  checkGpuBackend(config);
   const engine = await initEngine(config.backend);
   const experiment = prepareExperiment(config);
   const { train, optim } = experiment;
   const scope = (options.container ?? rootContainer).createChildContainer();
   const strategy = scope.isRegistered(STRATEGY, true) ? scope.resolve<Strategy>(STRATEGY) : await createStrategy(config, options.worker);
   const worldSize = strategy.group.worldSize;
+  checkDropLast(config, worldSize);
   const localBatch = localBatchSize(config, worldSize, train.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   const method = experiment.createMethod();

@@ -30,14 +30,16 @@ export interface DdpStats {
  *   written once, in `collectives.ts`. A parameter with no gradient on this rank
  *   contributes zeros, so the collectives never hang; one with no gradient on any rank is
  *   left without one, as in a single process. The "has a gradient" flags travel in the
- *   last bucket, so a model that fits one bucket costs one all-reduce per step;
- * - `noSync(fn)`: inside, gradients are not reduced (accumulation, gradient cache).
+ *   last bucket, so a model that fits one bucket costs one all-reduce per step.
+ *
+ * Gradient accumulation and the gradient cache need no "no sync" mode: the trainer sums
+ * the micro-batches' (or chunks') gradients locally and calls {@link reduceGradients}
+ * once per optimizer step.
  */
 export class DdpStrategy implements Strategy {
   readonly name = 'ddp';
   readonly stats: DdpStats = { gradientAllReduces: 0, broadcasts: 0 };
   private readonly bucketCapBytes: number;
-  private syncDisabled = false;
 
   constructor(
     readonly group: ProcessGroup,
@@ -68,7 +70,6 @@ export class DdpStrategy implements Strategy {
   }
 
   reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Record<string, Tensor> {
-    if (this.syncDisabled) return grads;
     const sizes = variables.map((v) => v.size);
     const buckets = this.buckets(sizes);
     const hasGradient = new Float32Array(variables.length);
@@ -97,17 +98,6 @@ export class DdpStrategy implements Strategy {
       }
     });
     return reduced;
-  }
-
-  /** Runs `fn` with gradient reduction switched off (reduceGradients returns its input). */
-  noSync<T>(fn: () => T): T {
-    const previous = this.syncDisabled;
-    this.syncDisabled = true;
-    try {
-      return fn();
-    } finally {
-      this.syncDisabled = previous;
-    }
   }
 
   reduceMetrics(values: Record<string, number>): Record<string, number> {

@@ -194,6 +194,26 @@ export function parseRendezvous(url: string, env: NodeJS.ProcessEnv = process.en
   }
 }
 
+/** The rendezvous URLs `--rendezvous` takes, for messages. */
+export const RENDEZVOUS_FORMS = 'file:///shared/dir, tcp://host:port, redis://host:port[/prefix] or env:// (MASTER_ADDR, MASTER_PORT)';
+
+/**
+ * Checks a `--rendezvous` flag value (whatever the number of devices): an unknown scheme
+ * or a malformed URL is a {@link UserError} naming the flag, the value and the accepted
+ * forms. `env://` is resolved later, by each worker, from MASTER_ADDR and MASTER_PORT.
+ */
+export function checkRendezvousFlag(url: string): void {
+  if (url === 'env://') return;
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(url)?.[1]?.toLowerCase();
+  if (!scheme || !['file', 'tcp', 'redis'].includes(scheme)) throw invalidValue('--rendezvous', url, RENDEZVOUS_FORMS);
+  try {
+    parseRendezvous(url, {});
+  } catch (err) {
+    if (err instanceof UserError) throw new UserError(err.message.replace(/^rendezvous:/, '--rendezvous:'));
+    throw err;
+  }
+}
+
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }

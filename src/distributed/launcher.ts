@@ -25,20 +25,67 @@ function intVar(env: NodeJS.ProcessEnv, name: string): number | undefined {
   return n;
 }
 
+/** Slurm's reserved step ids (batch script, extern, interactive, pending, ...): not an srun task launch. */
+const SLURM_SPECIAL_STEP_IDS = 0xfffffff0;
+
+/**
+ * `SLURM_STEP_TASKS_PER_NODE` (e.g. `2(x3),1`) expanded and indexed by `SLURM_NODEID`:
+ * the tasks of this step on this node. Undefined when absent or unreadable.
+ */
+function slurmTasksOnThisNode(env: NodeJS.ProcessEnv): number | undefined {
+  const raw = env.SLURM_STEP_TASKS_PER_NODE;
+  if (!raw) return undefined;
+  const counts: number[] = [];
+  for (const part of raw.split(',')) {
+    const m = /^(\d+)(?:\(x(\d+)\))?$/.exec(part.trim());
+    if (!m) return undefined;
+    for (let i = 0; i < Number(m[2] ?? 1); i++) counts.push(Number(m[1]));
+  }
+  return counts[intVar(env, 'SLURM_NODEID') ?? 0];
+}
+
+/**
+ * Whether this process is one task of a multi-task `srun` step (and so a worker). Slurm
+ * sets `SLURM_NTASKS` and `SLURM_PROCID` in an sbatch batch script too (the script is task
+ * 0 of the batch step), where `ssl-train --devices N` must launch its own workers; only
+ * srun sets the step variables. The rule: `SLURM_PROCID` is set, the job step id
+ * (`SLURM_STEP_ID`, or the older `SLURM_STEPID`) is set and is a real step (not one of
+ * Slurm's reserved ids for the batch script, extern or interactive steps), and the step
+ * has more than one task (`SLURM_STEP_NUM_TASKS`, else `SLURM_NTASKS`). A one-task step
+ * (`srun -n 1 ssl-train --devices 4`, `srun --pty bash`) is not a worker either: it runs
+ * the launcher. (PyTorch Lightning's rule, `SLURM_NTASKS` set and a job name other than
+ * `bash`/`interactive`, also fires inside an sbatch script that calls the program without
+ * srun.)
+ */
+export function isSlurmTask(env: NodeJS.ProcessEnv = process.env): boolean {
+  // Detection only: a malformed value means "not an srun task" (workerEnv reports bad ones).
+  const soft = (name: string): number | undefined => {
+    const n = Number(env[name] ?? '');
+    return env[name] && Number.isInteger(n) && n >= 0 ? n : undefined;
+  };
+  if (soft('SLURM_PROCID') === undefined) return false;
+  const step = soft('SLURM_STEP_ID') ?? soft('SLURM_STEPID');
+  if (step === undefined || step >= SLURM_SPECIAL_STEP_IDS) return false;
+  const tasks = soft('SLURM_STEP_NUM_TASKS') ?? soft('SLURM_NTASKS');
+  return tasks !== undefined && tasks > 1;
+}
+
 /**
  * The worker identity set by a launcher: ours or torchrun's (RANK, LOCAL_RANK, WORLD_SIZE,
- * LOCAL_WORLD_SIZE, with MASTER_ADDR/MASTER_PORT or SSL_ZOO_RENDEZVOUS) or SLURM's
- * (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS, SLURM_NTASKS_PER_NODE, with MASTER_ADDR/PORT
- * or SSL_ZOO_RENDEZVOUS). Undefined when this process was not launched as a worker.
+ * LOCAL_WORLD_SIZE, with MASTER_ADDR/MASTER_PORT or SSL_ZOO_RENDEZVOUS) or an srun step's
+ * (see {@link isSlurmTask}: SLURM_PROCID, SLURM_LOCALID, SLURM_STEP_NUM_TASKS or
+ * SLURM_NTASKS, with MASTER_ADDR/PORT or SSL_ZOO_RENDEZVOUS). Undefined when this process
+ * was not launched as a worker.
  */
 export function workerEnv(env: NodeJS.ProcessEnv = process.env): WorkerEnv | undefined {
   const torchrun = intVar(env, 'WORLD_SIZE') !== undefined && intVar(env, 'RANK') !== undefined;
-  const slurm = !torchrun && intVar(env, 'SLURM_NTASKS') !== undefined && intVar(env, 'SLURM_PROCID') !== undefined;
+  const slurm = !torchrun && isSlurmTask(env);
   if (!torchrun && !slurm) return undefined;
-  const worldSize = (torchrun ? intVar(env, 'WORLD_SIZE') : intVar(env, 'SLURM_NTASKS')) as number;
+  const worldSize = (torchrun ? intVar(env, 'WORLD_SIZE') : (intVar(env, 'SLURM_STEP_NUM_TASKS') ?? intVar(env, 'SLURM_NTASKS'))) as number;
   const rank = (torchrun ? intVar(env, 'RANK') : intVar(env, 'SLURM_PROCID')) as number;
   const localRank = (torchrun ? intVar(env, 'LOCAL_RANK') : intVar(env, 'SLURM_LOCALID')) ?? 0;
-  const localWorldSize = (torchrun ? intVar(env, 'LOCAL_WORLD_SIZE') : intVar(env, 'SLURM_NTASKS_PER_NODE')) ?? worldSize;
+  const localWorldSize =
+    (torchrun ? intVar(env, 'LOCAL_WORLD_SIZE') : (slurmTasksOnThisNode(env) ?? intVar(env, 'SLURM_NTASKS_PER_NODE'))) ?? worldSize;
   if (worldSize < 1 || rank >= worldSize) throw invalidValue('RANK', rank, `an integer in [0, ${worldSize - 1}] (WORLD_SIZE=${worldSize})`);
   const rendezvous = env[RENDEZVOUS_ENV] ?? (env.MASTER_ADDR && env.MASTER_PORT ? 'env://' : undefined);
   if (!rendezvous) {
@@ -68,8 +115,8 @@ export interface LaunchOptions {
  * variables and the rendezvous URL, splits the cores between them (SSL_ZOO_NUM_THREADS /
  * OMP_NUM_THREADS = cores / nprocs unless set), and waits. Global rank 0 prints to this
  * terminal; the others' output is kept and shown if they fail. When a worker fails, the
- * others are stopped and its exit code (2 for a user error) is returned, its error printed
- * once. Resolves to 0 when every worker succeeds.
+ * others are stopped and 2 (its user error) or 1 is returned, with one report of how it
+ * ended (see {@link failureReport}). Resolves to 0 when every worker succeeds.
  */
 export async function launchWorkers(options: LaunchOptions): Promise<number> {
   const { nprocs, numNodes, nodeRank } = options;
@@ -83,7 +130,7 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
   const threads = String(Math.max(1, Math.floor(availableParallelism() / nprocs)));
   const children: ChildProcess[] = [];
   const stderrTails: string[] = [];
-  let firstFailure: { rank: number; code: number } | undefined;
+  let firstFailure: { rank: number; code: number | null; signal: NodeJS.Signals | null } | undefined;
   let stopping = false;
 
   const stopAll = (signal: NodeJS.Signals) => {
@@ -123,19 +170,17 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
         if (rank === 0) process.stderr.write(chunk);
         stderrTails[localRank] = (stderrTails[localRank] + chunk.toString()).slice(-16384);
       });
-      return new Promise<void>((resolve) => {
-        child.on('exit', (code, signal) => {
-          const status = code ?? (signal ? 1 : 0);
-          if (status !== 0 && !firstFailure && !stopping) {
-            firstFailure = { rank: localRank, code: status === 2 ? 2 : 1 };
-            stopping = true;
-            stopAll('SIGTERM');
-            const killer = setTimeout(() => stopAll('SIGKILL'), options.killAfterMs ?? 5000);
-            killer.unref();
-          }
-          resolve();
-        });
+      child.on('exit', (code, signal) => {
+        if ((code !== 0 || signal !== null) && !firstFailure && !stopping) {
+          firstFailure = { rank: localRank, code, signal };
+          stopping = true;
+          stopAll('SIGTERM');
+          const killer = setTimeout(() => stopAll('SIGKILL'), options.killAfterMs ?? 5000);
+          killer.unref();
+        }
       });
+      // 'close' comes after the child's stderr is read to the end: its last error is in the tail.
+      return new Promise<void>((resolve) => child.on('close', () => resolve()));
     });
     await Promise.all(exits);
   } finally {
@@ -144,12 +189,40 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
     if (storeDir) rmSync(storeDir, { recursive: true, force: true });
   }
   if (!firstFailure) return stopping ? 1 : 0;
-  const { rank: localRank, code } = firstFailure;
+  const { rank: localRank, code, signal } = firstFailure;
   const rank = nodeRank * nprocs + localRank;
-  if (rank !== 0) {
-    const lines = stderrTails[localRank].trim().split('\n');
-    const message = code === 2 ? lines.filter((l) => l.startsWith('ssl-train: error:')).slice(-1)[0] ?? lines.slice(-1)[0] : lines.slice(-20).join('\n');
-    process.stderr.write(`${message.startsWith('ssl-train:') ? message : `ssl-train: rank ${rank} failed: ${message}`}\n`);
+  const report = failureReport(rank, code, signal, stderrTails[localRank]);
+  if (report) process.stderr.write(`${report}\n`);
+  return code === 2 ? 2 : 1;
+}
+
+/** "killed by SIGKILL" or "exited with code 3". */
+export function describeExit(code: number | null, signal: NodeJS.Signals | null): string {
+  return signal ? `killed by ${signal}` : `exited with code ${code}`;
+}
+
+/**
+ * What the launcher prints when global rank `rank` failed first (undefined: nothing).
+ *
+ * - A user error (exit code 2) is the rank's own one-line `ssl-train: error: ...`, as one
+ *   process would print it (rank 0's output already reached the terminal).
+ * - Otherwise `ssl-train: rank R failed: <how it ended>`, then, for ranks other than 0
+ *   (whose stderr the terminal has not seen), `: <its last error line>` and the stack frames
+ *   that follow it, if it wrote any.
+ */
+export function failureReport(rank: number, code: number | null, signal: NodeJS.Signals | null, stderr: string): string | undefined {
+  const lines = stderr.split('\n').map((l) => l.trimEnd()).filter((l) => l.trim() !== '');
+  if (code === 2 && !signal) {
+    if (rank === 0) return undefined;
+    return lines.filter((l) => l.startsWith('ssl-train: error:')).slice(-1)[0] ?? `ssl-train: rank ${rank} failed: ${describeExit(code, signal)}`;
   }
-  return code;
+  const header = `ssl-train: rank ${rank} failed: ${describeExit(code, signal)}`;
+  if (rank === 0) return header;
+  // The last line that is not a stack frame, and the frames under it.
+  let last = lines.length - 1;
+  while (last >= 0 && /^\s+at /.test(lines[last])) last--;
+  if (last < 0) return header;
+  const error = lines[last].replace(/^ssl-train: /, '');
+  const frames = lines.slice(last + 1, last + 21);
+  return [`${header}: ${error}`, ...frames].join('\n');
 }

@@ -11,7 +11,9 @@ export interface DistributedSamplerOptions {
   localBatch: number;
   /**
    * Drop the last, incomplete global batch (default). Otherwise it is completed by
-   * wrapping around to the start of the epoch's permutation, so every rank still gets B.
+   * wrapping around to the start of the epoch's permutation, so every rank still gets B
+   * (PyTorch's padding). That is not what one process does (a short last batch), so
+   * `ssl-train` refuses `--drop-last false` with more than one rank.
    */
   dropLast?: boolean;
 }

@@ -4,7 +4,7 @@ import { subset, type ImageDataset } from '../data/dataset.js';
 import type { MultiViewBatch } from '../data/loader.js';
 import { extractFeatures, type ExtractedFeatures } from '../eval/features.js';
 import { weightedKnn } from '../eval/knn.js';
-import { createOptimizer, scaleLearningRate, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
+import { createOptimizer, scaleLearningRate, splitWeightDecay, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
 import { accuracy, type BaseMethod } from './base.js';
 import { gradCacheGradients } from './grad-cache.js';
@@ -41,7 +41,8 @@ export interface ValidationSettings {
  * A self-supervised method as the trainer's {@link TrainingModule}: turns loader batches
  * into tensors, builds the optimizer groups and warmup-cosine schedule of solo-learn
  * (lr scaled by global batch / 256; the online classifier in its own group with no
- * weight decay; LARS leaves biases and norm parameters unadapted), and validates with
+ * weight decay; biases and norm parameters without weight decay, and unadapted by LARS),
+ * and validates with
  * weighted kNN and the online linear classifier.
  */
 export class SslTask implements TrainingModule<MultiViewBatch> {
@@ -83,12 +84,15 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {
     const o = this.optim;
     const [methodGroup, classifierGroup] = this.method.parameterGroups();
-    const groups: ParamGroup[] = [
-      { name: 'method', params: toNamedParams(methodGroup.params), lr: scaleLearningRate(o.lr, o.globalBatch), weightDecay: o.weightDecay },
-      { name: 'classifier', params: toNamedParams(classifierGroup.params), lr: scaleLearningRate(o.classifierLr, o.globalBatch), weightDecay: 0 },
-    ];
-    // As solo-learn's recipes: LARS leaves 1-D parameters (biases, norm weights) without
-    // adaptation and without weight decay.
+    const method = { name: 'method', lr: scaleLearningRate(o.lr, o.globalBatch), weightDecay: o.weightDecay };
+    const classifier: ParamGroup = { name: 'classifier', params: toNamedParams(classifierGroup.params), lr: scaleLearningRate(o.classifierLr, o.globalBatch), weightDecay: 0 };
+    // Biases and normalisation weights get no weight decay, whatever the optimizer. LARS
+    // (as in solo-learn's recipes) leaves 1-D parameters without adaptation and without
+    // weight decay inside one group; SGD and AdamW get them in a `method_no_decay` group
+    // with weight decay 0 (solo-learn's exclude_bias_n_norm_wd).
+    const methodParams = toNamedParams(methodGroup.params);
+    const groups: ParamGroup[] =
+      o.optimizer === 'lars' ? [{ ...method, params: methodParams }, classifier] : [...splitWeightDecay(methodParams, method), classifier];
     const optimizer = createOptimizer(o.optimizer, groups, { momentum: o.momentum, eta: o.larsEta, clipLr: o.larsClipLr, excludeBiasAndNorm: true });
     const schedule = new WarmupCosineSchedule({
       warmupSteps: Math.round(o.warmupEpochs * info.stepsPerEpoch),

@@ -17,25 +17,34 @@ export interface Logger {
 /**
  * The local run directory, the source of truth for a run: `config.json`,
  * `metrics.jsonl` (one JSON object per logging call: `{"step", "time", ...metrics}`)
- * and `summary.json`.
+ * and `summary.json`. The directory is created at the first write, not at construction:
+ * every rank constructs the logger, only rank 0 logs, so only rank 0 creates it (other
+ * ranks may see another file system, or the same shared one).
  */
 export class RunDirLogger implements Logger {
   private readonly metricsPath: string;
+  private created = false;
 
   constructor(readonly runDir: string) {
-    mkdirSync(runDir, { recursive: true });
     this.metricsPath = join(runDir, 'metrics.jsonl');
   }
 
+  private dir(): string {
+    if (!this.created) mkdirSync(this.runDir, { recursive: true });
+    this.created = true;
+    return this.runDir;
+  }
+
   logHyperparams(config: Record<string, unknown>): void {
-    writeFileSync(join(this.runDir, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
+    writeFileSync(join(this.dir(), 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
   }
 
   logMetrics(metrics: Record<string, number>, step: number): void {
+    this.dir();
     appendFileSync(this.metricsPath, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
   }
 
   finalize(status: 'success' | 'failed', summary: Record<string, number>): void {
-    writeFileSync(join(this.runDir, 'summary.json'), `${JSON.stringify({ status, ...summary }, null, 2)}\n`);
+    writeFileSync(join(this.dir(), 'summary.json'), `${JSON.stringify({ status, ...summary }, null, 2)}\n`);
   }
 }

@@ -67,12 +67,13 @@ function lastJson(text: string): unknown {
 /** Runs one process to completion (or kills it after `killAfterMs`). */
 export function runProcess(
   args: string[],
-  options: { killAfterMs: number; env?: NodeJS.ProcessEnv; rank?: number },
+  options: { killAfterMs: number; env?: NodeJS.ProcessEnv; rank?: number; cwd?: string },
 ): Promise<RankOutcome> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, {
       env: { ...process.env, ...options.env },
+      cwd: options.cwd,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -162,7 +162,7 @@ describe('data-parallel training equals one process on the global batch', functi
     });
     assert.notEqual(code, null, 'launcher hung');
     assert.equal(code, 1);
-    assert.match(stderr, /rank 1 failed/);
+    assert.match(stderr, /^ssl-train: rank 1 failed: killed by SIGKILL$/m);
     const alive = spawnSync('pgrep', ['-P', String(launcher.pid)], { encoding: 'utf8' }).stdout.trim();
     assert.equal(alive, '', 'no worker left running');
   });
