@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { createBackbone } from '../backbones/index.js';
@@ -282,9 +282,10 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   if (config.logger === 'wandb' || config.wandbProject !== undefined) {
     // A local registration hides the parent's loggers: keep the ones the caller registered.
     if (!scope.isRegistered(LOGGER)) for (const l of scope.resolveAll<Logger>(LOGGER)) scope.registerInstance(LOGGER, l);
-    const resumes = config.resume !== undefined && (config.resume !== 'auto' || existsSync(join(runDir, 'checkpoints', 'last.ckpt')));
+    // Whether the W&B run is continued is decided when the trainer knows where training
+    // starts (WandbLogger.beginAt: a checkpoint's step, or 0 for a fresh start).
     const { wandbProject: project, wandbEntity: entity, wandbName: name, wandbGroup: group, wandbMode: mode } = config;
-    scope.registerInstance(LOGGER, new WandbLogger({ runDir, project, entity, name, group, tags: parseTags(config.wandbTags), mode, resume: resumes }));
+    scope.registerInstance(LOGGER, new WandbLogger({ runDir, project, entity, name, group, tags: parseTags(config.wandbTags), mode }));
   }
   const trainerOptions: TrainerOptions = {
     maxEpochs: config.epochs,
@@ -293,6 +294,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     logEvery: config.logEvery,
     valEvery: config.valEvery,
     checkpointEvery: config.checkpointEvery,
+    checkpointEverySteps: config.checkpointEverySteps,
     runDir,
     resume: config.resume,
     config: resolved,
