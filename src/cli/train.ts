@@ -23,7 +23,7 @@ import { SingleDeviceStrategy, STRATEGY, type Strategy } from '../trainer/strate
 import { DdpStrategy } from '../distributed/ddp.js';
 import { createProcessGroup, isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
-import { Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
+import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
 import type { TrainConfig } from './config.js';
 
 /** A finished training run. */
@@ -301,11 +301,22 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     callbacks: options.callbacks ?? [new ProgressBar(config.epochs)],
   };
   scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
+  let stoppedTogether = false;
   try {
     const fit = await scope.resolve(Trainer).fit(task, dataSource(loader, localBatch));
     return { runDir, fit, engine };
+  } catch (e) {
+    stoppedTogether = e instanceof NonFiniteError;
+    throw e;
   } finally {
     method.dispose();
     strategy.teardown();
+    // Every rank stops at a non-finite step with the same message. The other ranks let
+    // rank 0 exit first, so that a launcher reports rank 0's line (ours then stops them)
+    // rather than the same line once more from another rank.
+    if (stoppedTogether && !strategy.isGlobalZero) await new Promise((resolve) => setTimeout(resolve, NON_ZERO_RANK_EXIT_DELAY_MS));
   }
 }
+
+/** How long a rank other than 0 waits before exiting after the ranks stopped together. */
+const NON_ZERO_RANK_EXIT_DELAY_MS = 3000;
