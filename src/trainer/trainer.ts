@@ -311,8 +311,10 @@ export class Trainer {
       const what = `${bad === undefined ? 'the model state of another rank' : bad} became non-finite after the update`;
       throw this.stopped(progress.step, progress.batchInEpoch === 0 ? progress.epoch - 1 : progress.epoch, what, lrs, saved);
     }
+    // Rank 0 writes the files; every rank keeps the same account of them (the ranks must
+    // make the same collective calls, and agree on what the last good checkpoint is).
+    if (names.includes('last.ckpt')) saved.lastWritten = progressKey(progress);
     if (!this.strategy.isGlobalZero) {
-      // Rank 0 writes them; every rank knows where the last good state is.
       saved.lastGood = { path: join(this.checkpointDir, names[names.length - 1]), step: progress.step };
       return;
     }
@@ -334,7 +336,6 @@ export class Trainer {
       writeFileAtomic(path, bytes);
       saved.lastGood = { path, step: progress.step };
     }
-    if (names.includes('last.ckpt')) saved.lastWritten = progressKey(progress);
   }
 
   /**
