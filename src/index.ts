@@ -4,7 +4,7 @@ import 'reflect-metadata';
 export { tf } from './core/tf.js';
 export type { Tensor, Tensor2D, Tensor4D, Scalar, Variable } from './core/tf.js';
 export { initEngine, engineInfo, BACKEND_CHOICES, type BackendChoice, type EngineInfo } from './core/engine.js';
-export { UserError } from './core/errors.js';
+export { TrainingFailure, UserError } from './core/errors.js';
 export { Module, Layer, type StateDict } from './core/module.js';
 export { Rng } from './core/random.js';
 export { detach } from './core/ops.js';

@@ -65,6 +65,8 @@ export class TrainConfig {
   @IsInt() @Min(0) seed = 0;
   @IsOptional() @IsString() runDir?: string;
   @IsInt() @Min(0) checkpointEvery = 1;
+  /** Also write `checkpoints/last.ckpt` every this many optimizer steps, mid-epoch included (0: off). */
+  @IsInt() @Min(0) checkpointEverySteps = 0;
   @IsOptional() @IsString() resume?: string;
   @IsIn([...BACKEND_CHOICES]) backend: (typeof BACKEND_CHOICES)[number] = 'auto';
   /** Processes (ranks) per node on CPU. */

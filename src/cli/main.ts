@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
-import { UserError } from '../core/errors.js';
+import { TrainingFailure, UserError } from '../core/errors.js';
 import { methodNames } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
 import { buildConfig, CONFIG_KEYS, parseMethodArg, readConfigFile, toCamel, type TrainConfig, type TrainConfigInput } from './config.js';
@@ -63,8 +63,9 @@ function addTrainOptions(command: Command): Command {
     .addOption(new Option('--grad-cache-approximate-bn <bool>', 'allow the gradient cache with batch norm (per-chunk statistics: approximate)').default(false).argParser(boolean))
     .option('--seed <n>', 'seed of every random draw (init, sampling, augmentation)', numeric, 0)
     .option('--run-dir <dir>', 'run directory (default: runs/<method>-<timestamp>)')
-    .option('--checkpoint-every <n>', 'save checkpoints/epoch-<n>.ckpt every n epochs (0: only last.ckpt at the end)', numeric, 1)
-    .option('--resume <path|auto>', 'continue from a checkpoint; auto: <run-dir>/checkpoints/last.ckpt if present')
+    .option('--checkpoint-every <n>', 'save checkpoints/epoch-<n>.ckpt (and last.ckpt) every n epochs (0: only last.ckpt at the end)', numeric, 1)
+    .option('--checkpoint-every-steps <n>', 'also save checkpoints/last.ckpt every n optimizer steps, mid-epoch (0: off)', numeric, 0)
+    .option('--resume <path|auto>', 'continue from a checkpoint; auto: the newest valid one in <run-dir>/checkpoints, else start fresh')
     .option('--backend <name>', 'tensor backend: auto, cpu, cpu-js, tensorflow', 'auto')
     .option('--devices <n>', 'processes (ranks) per node on CPU', numeric, 1)
     .option('--gpus <n>', 'processes per node, one GPU each (needs @tensorflow/tfjs-node-gpu)', numeric)
@@ -217,7 +218,7 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
   return config;
 }
 
-/** Runs the CLI; returns the exit code (0 ok, 1 internal failure, 2 user error). */
+/** Runs the CLI; returns the exit code (0 ok, 1 failed run or internal failure, 2 user error). */
 export async function main(argv: string[]): Promise<number> {
   try {
     await buildProgram().parseAsync(argv, { from: 'user' });
@@ -230,6 +231,10 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof UserError) {
       process.stderr.write(`ssl-train: error: ${error.message}\n`);
       return USER_ERROR_EXIT;
+    }
+    if (error instanceof TrainingFailure) {
+      process.stderr.write(`ssl-train: error: ${error.message}\n`);
+      return 1;
     }
     process.stderr.write(`ssl-train: internal error: ${(error as Error).stack ?? String(error)}\n`);
     return 1;

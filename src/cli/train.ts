@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { createBackbone } from '../backbones/index.js';
@@ -23,7 +23,7 @@ import { SingleDeviceStrategy, STRATEGY, type Strategy } from '../trainer/strate
 import { DdpStrategy } from '../distributed/ddp.js';
 import { createProcessGroup, isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
-import { Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
+import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
 import type { TrainConfig } from './config.js';
 
 /** A finished training run. */
@@ -304,9 +304,10 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   if (config.logger === 'wandb' || config.wandbProject !== undefined) {
     // A local registration hides the parent's loggers: keep the ones the caller registered.
     if (!scope.isRegistered(LOGGER)) for (const l of scope.resolveAll<Logger>(LOGGER)) scope.registerInstance(LOGGER, l);
-    const resumes = config.resume !== undefined && (config.resume !== 'auto' || existsSync(join(runDir, 'checkpoints', 'last.ckpt')));
+    // Whether the W&B run is continued is decided when the trainer knows where training
+    // starts (WandbLogger.beginAt: a checkpoint's step, or 0 for a fresh start).
     const { wandbProject: project, wandbEntity: entity, wandbName: name, wandbGroup: group, wandbMode: mode } = config;
-    scope.registerInstance(LOGGER, new WandbLogger({ runDir, project, entity, name, group, tags: parseTags(config.wandbTags), mode, resume: resumes }));
+    scope.registerInstance(LOGGER, new WandbLogger({ runDir, project, entity, name, group, tags: parseTags(config.wandbTags), mode }));
   }
   const trainerOptions: TrainerOptions = {
     maxEpochs: config.epochs,
@@ -315,17 +316,29 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     logEvery: config.logEvery,
     valEvery: config.valEvery,
     checkpointEvery: config.checkpointEvery,
+    checkpointEverySteps: config.checkpointEverySteps,
     runDir,
     resume: config.resume,
     config: resolved,
     callbacks: options.callbacks ?? [new ProgressBar(config.epochs)],
   };
   scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
+  let stoppedTogether = false;
   try {
     const fit = await scope.resolve(Trainer).fit(task, dataSource(loader, localBatch));
     return { runDir, fit, engine };
+  } catch (e) {
+    stoppedTogether = e instanceof NonFiniteError;
+    throw e;
   } finally {
     method.dispose();
     strategy.teardown();
+    // Every rank stops at a non-finite step with the same message. The other ranks let
+    // rank 0 exit first, so that a launcher reports rank 0's line (ours then stops them)
+    // rather than the same line once more from another rank.
+    if (stoppedTogether && !strategy.isGlobalZero) await new Promise((resolve) => setTimeout(resolve, NON_ZERO_RANK_EXIT_DELAY_MS));
   }
 }
+
+/** How long a rank other than 0 waits before exiting after the ranks stopped together. */
+const NON_ZERO_RANK_EXIT_DELAY_MS = 3000;

@@ -107,6 +107,12 @@ export class DdpStrategy implements Strategy {
     return Object.fromEntries(keys.map((k, i) => [k, flat[i]]));
   }
 
+  allReduceMax(values: number[]): number[] {
+    const flat = Float32Array.from(values);
+    this.group.allReduce(flat, 'max');
+    return Array.from(flat);
+  }
+
   sampler(options: SamplerOptions): Sampler {
     return new DistributedSampler({ ...options, rank: this.group.rank, worldSize: this.group.worldSize });
   }

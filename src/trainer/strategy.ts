@@ -33,8 +33,16 @@ export interface Strategy {
    * gradients every rank applies; returns new tensors and disposes the inputs it replaces.
    */
   reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Record<string, Tensor>;
-  /** Averages scalar metrics over ranks (for logging). */
+  /**
+   * Averages scalar metrics over ranks (for logging). Every rank must get the same result:
+   * the trainer's non-finite check reads it, so that all ranks stop at the same step.
+   */
   reduceMetrics(values: Record<string, number>): Record<string, number>;
+  /**
+   * The elementwise maximum of `values` over ranks, the same on every rank (one small
+   * all-reduce): for decisions all ranks must share, e.g. "did any rank see a problem".
+   */
+  allReduceMax(values: number[]): number[];
   /** The training sampler of this process (a shard of the epoch's permutation under DDP). */
   sampler(options: SamplerOptions): Sampler;
   barrier(): void;
@@ -51,6 +59,9 @@ export class SingleDeviceStrategy implements Strategy {
     return grads;
   }
   reduceMetrics(values: Record<string, number>): Record<string, number> {
+    return values;
+  }
+  allReduceMax(values: number[]): number[] {
     return values;
   }
   sampler(options: SamplerOptions): Sampler {

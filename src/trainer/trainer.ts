@@ -1,11 +1,13 @@
 import 'reflect-metadata';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject, injectable, injectAll } from 'tsyringe';
+import { TrainingFailure, UserError } from '../core/errors.js';
 import { addInto } from '../core/ops.js';
 import { tf, type Tensor, type Variable } from '../core/tf.js';
 import type { Callback } from './callbacks.js';
-import { loadCheckpoint, saveCheckpoint, withoutPrefix, withPrefix } from './checkpoint.js';
+import { describeProgress, encodeCheckpoint, findLatestCheckpoint, loadCheckpoint, savedProgress, withoutPrefix, withPrefix } from './checkpoint.js';
+import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
 import { LOGGER, type Logger } from './loggers.js';
 import { STRATEGY, type Strategy } from './strategy.js';
@@ -26,14 +28,28 @@ export interface TrainerOptions {
   logEvery: number;
   /** Validate every this many epochs (and always after the last). 0 disables validation. */
   valEvery: number;
-  /** Save `checkpoints/epoch-<n>.ckpt` every this many epochs; `last.ckpt` is always written at the end. */
+  /**
+   * Save `checkpoints/epoch-<n>.ckpt` every this many epochs (0: never); `last.ckpt` is
+   * written with it, and at the end.
+   */
   checkpointEvery: number;
+  /** Also write `last.ckpt` every this many optimizer steps, mid-epoch included (0 or unset: off). */
+  checkpointEverySteps?: number;
   runDir: string;
-  /** A checkpoint path, or `auto` for `<runDir>/checkpoints/last.ckpt` when it exists. */
+  /**
+   * A checkpoint path, or `auto`: the newest valid checkpoint in `<runDir>/checkpoints`
+   * (by the step recorded inside; invalid newer ones are skipped with a warning), or a
+   * fresh start when there is none.
+   */
   resume?: string;
   /** The resolved run configuration: logged once and stored in every checkpoint. */
   config: Record<string, unknown>;
   callbacks?: Callback[];
+  /**
+   * Where rank 0's notes and warnings go (which checkpoint a run resumes from, skipped
+   * checkpoints); default stderr, one line each, prefixed `ssl-train: `.
+   */
+  print?: (line: string) => void;
 }
 
 /** What {@link Trainer.fit} returns. */
@@ -43,14 +59,42 @@ export interface FitResult {
   losses: number[];
   /** The last validation metrics. */
   validation: Record<string, number>;
+  /** Training time of the run, earlier attempts up to the checkpoint resumed from included. */
   wallTimeSec: number;
 }
+
+/**
+ * Training produced a NaN or infinite value (a loss, a loss term or another training
+ * metric, a gradient, or the parameters after an update). The trainer stops at that step
+ * on every rank: the update with the bad values is not applied and no checkpoint is
+ * written at or after it, so the last checkpoint is the last good state.
+ */
+export class NonFiniteError extends TrainingFailure {
+  constructor(
+    message: string,
+    /** The optimizer step (1-based, as logged) that went wrong. */
+    readonly step: number,
+    /** What was not finite, e.g. `train/loss is NaN`. */
+    readonly what: string,
+  ) {
+    super(message);
+    this.name = 'NonFiniteError';
+  }
+}
+
+/** The metrics entry carrying "this rank's reduced gradient is not finite" through the metrics all-reduce. */
+const GRADIENT_FLAG = '__nonfinite_gradient';
 
 /**
  * A Lightning-style fit loop: epochs of batches, one gradient step each (loss and
  * gradients from `tf.variableGrads`, reduced by the strategy, applied by the optimizer
  * with the scheduler's lr), hooks, validation, logging and checkpoints. It knows nothing
  * about what it trains; the {@link Strategy} and {@link Logger}s are injected.
+ *
+ * Every step is checked for non-finite values before its update is applied (Lightning's
+ * terminate-on-NaN): the step's metrics (loss, loss terms, ...) and a "gradient not
+ * finite" flag travel in the metrics all-reduce the step makes anyway, so every rank
+ * reaches the same verdict without an extra collective.
  */
 @injectable()
 export class Trainer {
@@ -64,12 +108,19 @@ export class Trainer {
     return join(this.options.runDir, 'checkpoints');
   }
 
+  private print(line: string): void {
+    if (!this.strategy.isGlobalZero) return;
+    if (this.options.print) this.options.print(line);
+    else process.stderr.write(`ssl-train: ${line}\n`);
+  }
+
   /** Trains `module` on `data` until `maxEpochs` (or `maxSteps`), resuming if asked. */
   async fit<B>(module: TrainingModule<B>, data: DataSource<B>): Promise<FitResult> {
     const started = Date.now();
     const { maxEpochs, maxSteps } = this.options;
     const batchesPerEpoch = data.numBatches();
     const accumulate = this.options.accumulateGradBatches ?? 1;
+    const everySteps = this.options.checkpointEverySteps ?? 0;
     const stepsPerEpoch = Math.ceil(batchesPerEpoch / accumulate);
     // The schedule (lr, EMA tau) always spans the configured epochs; maxSteps only stops
     // early, so an interrupted run and its resumption follow the same schedule.
@@ -81,39 +132,59 @@ export class Trainer {
 
     this.strategy.setup(module.model);
     const { optimizer, scheduler } = module.configureOptimizers({ totalSteps, stepsPerEpoch });
-    this.restore(module, optimizer, progress);
+    const restored = this.restore(module, optimizer, progress);
+    const elapsed = (): number => (restored?.wallTimeSec ?? 0) + (Date.now() - started) / 1000;
     const variables = module.model.trainableParameters();
+    const parameterNames = new Map(module.model.namedParameters().map(([name, v]) => [v.name, name]));
     if (this.strategy.isGlobalZero) {
       mkdirSync(this.checkpointDir, { recursive: true });
+      removeTemporaries(this.checkpointDir);
+      for (const l of loggers) l.beginAt?.(progress.step);
       for (const l of loggers) l.logHyperparams(this.options.config);
     }
+    const saved: SaveState = { lastGood: restored && { path: restored.path, step: progress.step } };
+    const save = (names: string[], lrs: Record<string, number>) => this.writeCheckpoints(names, module, optimizer, progress, saved, lrs, elapsed());
     const losses: number[] = [];
     let validation: Record<string, number> = {};
     let status: 'success' | 'failed' = 'failed';
+    let failure: unknown;
+    let lrs: Record<string, number> = {};
     try {
       for (const c of callbacks) c.onFitStart?.(progress);
       while (progress.epoch < maxEpochs && progress.step < stopAt) {
         let last = Date.now();
         let pending: Accumulated | undefined;
+        // A step checkpoint due at the epoch's last batch waits for the epoch end (after
+        // validation), so that what is logged at a checkpoint's step precedes it.
+        let stepCheckpointDue = false;
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
           pending = this.accumulate(module, batch, variables, pending);
           progress.batchInEpoch++;
           if (pending.count < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
-          const lrs = scheduler.apply(progress.step);
-          const metrics = this.applyStep(optimizer, pending, variables);
+          lrs = scheduler.apply(progress.step);
+          const metrics = this.applyStep(optimizer, pending, variables, (reduced, gradient) => {
+            const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
+            if (what) throw this.stopped(progress.step + 1, progress.epoch, what, lrs, saved);
+          }, () => {
+            const now = Date.now();
+            const value = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
+            last = now;
+            return value;
+          });
           pending = undefined;
           progress.step++;
           module.onTrainBatchEnd?.(progress);
-          const now = Date.now();
-          metrics.images_per_sec = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
-          last = now;
-          losses.push(metrics.loss);
-          const logged = this.prefixed('train', { ...this.strategy.reduceMetrics(metrics), ...module.stepLogs?.(), ...lrsToMetrics(lrs) });
+          losses.push(metrics.local.loss);
+          const logged = this.prefixed('train', { ...metrics.reduced, ...module.stepLogs?.(), ...lrsToMetrics(lrs) });
           logged.epoch = progress.epoch;
           if (progress.step % this.options.logEvery === 0 || progress.step === stopAt) {
             for (const l of loggers) l.logMetrics(logged, progress.step);
           }
           for (const c of callbacks) c.onTrainBatchEnd?.(progress, logged);
+          if (everySteps > 0 && progress.step % everySteps === 0 && progress.step < stopAt) {
+            if (progress.batchInEpoch < batchesPerEpoch) save(['last.ckpt'], lrs);
+            else stepCheckpointDue = true;
+          }
           if (progress.step >= stopAt) break;
         }
         const epochDone = progress.batchInEpoch >= batchesPerEpoch;
@@ -132,23 +203,33 @@ export class Trainer {
           for (const c of callbacks) c.onEpochEnd?.(progress, validation);
           progress.epoch++;
           progress.batchInEpoch = 0;
-          if (this.options.checkpointEvery > 0 && progress.epoch % this.options.checkpointEvery === 0) {
-            this.saveCheckpoint(join(this.checkpointDir, `epoch-${progress.epoch}.ckpt`), module, optimizer, progress);
-          }
+          const names = this.options.checkpointEvery > 0 && progress.epoch % this.options.checkpointEvery === 0 ? [`epoch-${progress.epoch}.ckpt`] : [];
+          if (names.length > 0 || stepCheckpointDue) save([...names, 'last.ckpt'], lrs);
         }
         if (finished) break;
       }
-      this.saveCheckpoint(join(this.checkpointDir, 'last.ckpt'), module, optimizer, progress);
+      if (saved.lastWritten !== progressKey(progress)) save(['last.ckpt'], lrs);
       status = 'success';
+    } catch (e) {
+      failure = e;
+      throw e;
     } finally {
       for (const c of callbacks) c.onFitEnd?.(progress);
       await data.close();
-      const wallTimeSec = (Date.now() - started) / 1000;
-      for (const l of loggers) await l.finalize(status, { ...validation, step: progress.step, wall_time_sec: wallTimeSec });
+      const reason = failure === undefined ? undefined : failure instanceof Error ? failure.message : String(failure);
+      for (const l of loggers) await l.finalize(status, { ...validation, step: progress.step, wall_time_sec: elapsed() }, reason);
+      // Every rank stops at the same step; the others wait until rank 0 has written the
+      // run directory's final state, so that no launcher stops it half-way.
+      if (failure instanceof NonFiniteError && this.strategy.group.worldSize > 1) {
+        try {
+          this.strategy.barrier();
+        } catch {
+          // The stop is reported either way.
+        }
+      }
+      optimizer.dispose();
     }
-    const wallTimeSec = (Date.now() - started) / 1000;
-    optimizer.dispose();
-    return { progress, losses, validation, wallTimeSec };
+    return { progress, losses, validation, wallTimeSec: elapsed() };
   }
 
   /** Adds one batch's gradients and metrics to the running sums (this rank only, no sync). */
@@ -161,28 +242,84 @@ export class Trainer {
     return acc;
   }
 
-  /** Averages the accumulated gradients, syncs them through the strategy and steps. */
-  private applyStep(optimizer: TrainerOptimizer, acc: Accumulated, variables: Variable[]): Record<string, number> {
+  /**
+   * Averages the accumulated gradients and syncs them through the strategy, reduces the
+   * metrics (with the images/s from `throughput` and the flag "this rank's gradient is not
+   * finite") over ranks, lets `check` veto the step (it throws), then steps the optimizer.
+   */
+  private applyStep(
+    optimizer: TrainerOptimizer,
+    acc: Accumulated,
+    variables: Variable[],
+    check: (reduced: Record<string, number>, gradient: { flag: number; name?: string }) => void,
+    throughput: () => number,
+  ): { local: Record<string, number>; reduced: Record<string, number> } {
     const local =
       acc.count === 1
         ? acc.grads
         : Object.fromEntries(Object.entries(acc.grads).map(([name, g]) => [name, tf.tidy(() => tf.div(g, acc.count))]));
-    const reduced = this.strategy.reduceGradients(local, variables);
-    optimizer.step(reduced);
-    tf.dispose([...new Set([...Object.values(reduced), ...Object.values(local), ...Object.values(acc.grads)])]);
-    return Object.fromEntries(Object.entries(acc.metrics).map(([name, sum]) => [name, sum / acc.count]));
+    let reduced: Record<string, Tensor> = {};
+    try {
+      reduced = this.strategy.reduceGradients(local, variables);
+      const metrics: Record<string, number> = Object.fromEntries(Object.entries(acc.metrics).map(([name, sum]) => [name, sum / acc.count]));
+      metrics.images_per_sec = throughput();
+      const badGradient = firstNonFinite(reduced, variables);
+      const all = this.strategy.reduceMetrics({ ...metrics, [GRADIENT_FLAG]: badGradient === undefined ? 0 : 1 });
+      const flag = all[GRADIENT_FLAG];
+      delete all[GRADIENT_FLAG];
+      check(all, { flag, name: badGradient });
+      optimizer.step(reduced);
+      return { local: metrics, reduced: all };
+    } finally {
+      tf.dispose([...new Set([...Object.values(reduced), ...Object.values(local), ...Object.values(acc.grads)])]);
+    }
   }
 
   private prefixed(prefix: string, values: Record<string, number>): Record<string, number> {
     return Object.fromEntries(Object.entries(values).map(([k, v]) => [k.startsWith(`${prefix}/`) ? k : `${prefix}/${k}`, v]));
   }
 
-  /** Writes model, optimizer, progress and config (rank 0 only), atomically. */
-  saveCheckpoint<B>(path: string, module: TrainingModule<B>, optimizer: TrainerOptimizer, progress: Progress): void {
-    if (!this.strategy.isGlobalZero) return;
+  /** The error that stops training at `step` (1-based) of `epoch` (0-based) because `what`. */
+  private stopped(step: number, epoch: number, what: string, lrs: Record<string, number>, saved: SaveState): NonFiniteError {
+    const lr = Object.values(lrs)[0];
+    const good = saved.lastGood;
+    const message =
+      `training stopped at step ${step} (epoch ${epoch + 1}): ${what}${lr === undefined ? '' : ` at lr ${formatValue(lr)}`}; ` +
+      (good ? `the last good checkpoint is ${good.path} (step ${good.step})` : 'no checkpoint was written before it');
+    return new NonFiniteError(message, step, what);
+  }
+
+  /**
+   * Writes model, optimizer, progress and config to `names` in the checkpoint directory
+   * (rank 0; encoded once, each file atomically). Every rank first checks that the state
+   * is finite and all agree through one small all-reduce: non-finite parameters (an update
+   * that overflowed) stop training instead of replacing the last good checkpoint.
+   */
+  private writeCheckpoints<B>(
+    names: string[],
+    module: TrainingModule<B>,
+    optimizer: TrainerOptimizer,
+    progress: Progress,
+    saved: SaveState,
+    lrs: Record<string, number>,
+    wallTimeSec: number,
+  ): void {
     const optim = optimizer.stateDict();
-    saveCheckpoint(path, {
-      tensors: { ...withPrefix(module.model.stateDict(), 'model/'), ...withPrefix(optim.tensors, 'optimizer/') },
+    const tensors = { ...withPrefix(module.model.stateDict(), 'model/'), ...withPrefix(optim.tensors, 'optimizer/') };
+    const bad = firstNonFinite(tensors);
+    if (this.strategy.allReduceMax([bad === undefined ? 0 : 1])[0] > 0) {
+      const what = `${bad === undefined ? 'the model state of another rank' : bad} became non-finite after the update`;
+      throw this.stopped(progress.step, progress.batchInEpoch === 0 ? progress.epoch - 1 : progress.epoch, what, lrs, saved);
+    }
+    // Rank 0 writes the files; every rank keeps the same account of them (the ranks must
+    // make the same collective calls, and agree on what the last good checkpoint is).
+    if (names.includes('last.ckpt')) saved.lastWritten = progressKey(progress);
+    if (!this.strategy.isGlobalZero) {
+      saved.lastGood = { path: join(this.checkpointDir, names[names.length - 1]), step: progress.step };
+      return;
+    }
+    const bytes = encodeCheckpoint({
+      tensors,
       meta: {
         format: 'ssl-zoo-checkpoint/1',
         progress: { epoch: progress.epoch, step: progress.step, batchInEpoch: progress.batchInEpoch },
@@ -190,28 +327,134 @@ export class Trainer {
         // Every random draw of training is keyed by (seed, epoch, sample index, view), so
         // the seed and the progress above are the complete random state of the run.
         rng: { seed: this.options.config.seed, keyed: '(seed, epoch, index, view)' },
+        wallTimeSec,
         config: this.options.config,
       },
     });
+    for (const name of names) {
+      const path = join(this.checkpointDir, name);
+      writeFileAtomic(path, bytes);
+      saved.lastGood = { path, step: progress.step };
+    }
   }
 
-  private restore<B>(module: TrainingModule<B>, optimizer: TrainerOptimizer, progress: Progress): void {
+  /**
+   * Loads the checkpoint to resume from into the module and optimizer and sets `progress`.
+   * `auto` picks the newest valid checkpoint of the run directory, warning about every
+   * invalid one it passes over; with none at all it says that training starts fresh.
+   */
+  private restore<B>(module: TrainingModule<B>, optimizer: TrainerOptimizer, progress: Progress): { path: string; wallTimeSec: number } | undefined {
     const { resume } = this.options;
-    if (!resume) return;
-    const path = resume === 'auto' ? join(this.checkpointDir, 'last.ckpt') : resume;
-    if (resume === 'auto' && !existsSync(path)) return;
+    if (!resume) return undefined;
+    let path = resume;
+    if (resume === 'auto') {
+      const search = findLatestCheckpoint(this.checkpointDir);
+      for (const s of search.skipped) this.print(`warning: --resume auto: skipping ${s.path}: it ${s.reason}`);
+      if (!search.latest) {
+        if (search.found > 0) {
+          throw new UserError(
+            `resume: no valid checkpoint in ${this.checkpointDir} (${search.found} found, none usable); move them away to start over, or pass --resume PATH`,
+          );
+        }
+        this.print(`--resume auto: no checkpoint in ${this.checkpointDir}; starting fresh`);
+        this.checkRanksAgree(progress);
+        return undefined;
+      }
+      path = search.latest.path;
+    }
     const checkpoint = loadCheckpoint(path);
     try {
+      const saved = savedProgress(checkpoint.meta);
+      if (!saved) throw new UserError(`resume: ${path} records no training progress (not a trainer checkpoint)`);
       module.model.loadStateDict(withoutPrefix(checkpoint.tensors, 'model/'));
       optimizer.loadStateDict({ tensors: withoutPrefix(checkpoint.tensors, 'optimizer/'), meta: checkpoint.meta.optimizer });
-      const saved = checkpoint.meta.progress as { epoch: number; step: number; batchInEpoch: number };
       progress.epoch = saved.epoch;
       progress.step = saved.step;
       progress.batchInEpoch = saved.batchInEpoch;
+      this.checkRanksAgree(progress);
+      this.print(`resuming from ${path} (${describeProgress(saved)})`);
+      const wallTimeSec = typeof checkpoint.meta.wallTimeSec === 'number' && Number.isFinite(checkpoint.meta.wallTimeSec) ? checkpoint.meta.wallTimeSec : 0;
+      return { path, wallTimeSec };
     } finally {
       tf.dispose(Object.values(checkpoint.tensors));
     }
   }
+
+  /** With several ranks: a user error on every rank unless all resume from the same step. */
+  private checkRanksAgree(progress: Progress): void {
+    if (this.strategy.group.worldSize === 1) return;
+    const [max, negatedMin] = this.strategy.allReduceMax([progress.step, -progress.step]);
+    if (max !== -negatedMin) {
+      throw new UserError(`resume: the ranks found different checkpoints (steps ${-negatedMin} to ${max}); every rank must see the same run directory`);
+    }
+  }
+}
+
+/** What the fit loop knows about the checkpoints it wrote. */
+interface SaveState {
+  /** The newest checkpoint on disk that training can go back to (written or resumed from). */
+  lastGood?: { path: string; step: number };
+  /** The progress at which `last.ckpt` was last written by this run. */
+  lastWritten?: string;
+}
+
+function progressKey(p: Progress): string {
+  return `${p.epoch}/${p.step}/${p.batchInEpoch}`;
+}
+
+/** Removes temporary files of checkpoint writes cut short by a crash. */
+function removeTemporaries(dir: string): void {
+  for (const name of readdirSync(dir)) if (/\.tmp-\d+$/.test(name)) rmSync(join(dir, name), { force: true });
+}
+
+function formatValue(x: number): string {
+  if (Number.isNaN(x)) return 'NaN';
+  if (!Number.isFinite(x)) return x > 0 ? 'Inf' : '-Inf';
+  return Math.abs(x) >= 1e4 || (x !== 0 && Math.abs(x) < 1e-3) ? x.toExponential(2) : String(Number(x.toPrecision(4)));
+}
+
+/**
+ * What is wrong with a step, from its metrics reduced over ranks and the gradient flag
+ * (averaged over ranks: > 0 when a rank's gradient was not finite), or undefined when
+ * everything is finite. The loss is named first.
+ */
+function nonFiniteProblem(metrics: Record<string, number>, gradient: { flag: number; name?: string }): string | undefined {
+  const name = (k: string) => (k.startsWith('train/') ? k : `train/${k}`);
+  const bad = Object.keys(metrics)
+    .filter((k) => !Number.isFinite(metrics[k]))
+    .sort((a, b) => Number(b === 'loss') - Number(a === 'loss') || a.localeCompare(b));
+  if (bad.length > 0) {
+    const also = bad.length > 1 ? ` (and ${bad.slice(1).map((k) => `${name(k)} ${formatValue(metrics[k])}`).join(', ')})` : '';
+    return `${name(bad[0])} is ${formatValue(metrics[bad[0]])}${also}`;
+  }
+  if (!(gradient.flag === 0)) return gradient.name ? `the gradient of ${gradient.name} is not finite` : 'a gradient is not finite on another rank';
+  return undefined;
+}
+
+/**
+ * The name of the first float tensor (in `order`, else in key order) holding a NaN or an
+ * infinity, or undefined. On the JS CPU backend (the tensors' data is in this process's
+ * memory) a float64 sum over each tensor's values: it cannot overflow, so it is not finite
+ * exactly when a value is NaN or infinite (about 3 ns per value). On TensorFlow's backend
+ * (possibly a GPU) one reduction per tensor there (the sum of x·0, NaN exactly then) and
+ * one read of the results.
+ */
+function firstNonFinite(tensors: Record<string, Tensor>, order?: readonly Variable[]): string | undefined {
+  const names = (order ? order.map((v) => v.name).filter((n) => tensors[n] !== undefined) : Object.keys(tensors)).filter((n) => tensors[n].dtype === 'float32');
+  if (names.length === 0) return undefined;
+  if (tf.getBackend() !== 'tensorflow') {
+    return names.find((n) => {
+      const values = tensors[n].dataSync() as Float32Array;
+      let sum = 0;
+      for (let i = 0; i < values.length; i++) sum += values[i];
+      return !Number.isFinite(sum);
+    });
+  }
+  const probe = tf.tidy(() => tf.stack(names.map((n) => tf.sum(tf.mul(tensors[n], 0)))));
+  const values = probe.dataSync();
+  probe.dispose();
+  const i = values.findIndex((v) => !Number.isFinite(v));
+  return i < 0 ? undefined : names[i];
 }
 
 /** One tape over the module's training step: its gradients and metrics. */

@@ -461,6 +461,8 @@ export class WandbLogger implements Logger {
   private replay: HistoryRow[] = [];
   private readonly rows: HistoryRow[] = [];
   private pending: HistoryRow | undefined;
+  /** Where the trainer said training continues ({@link beginAt}); undefined when it did not say. */
+  private startStep: number | undefined;
 
   constructor(private readonly options: WandbLoggerOptions) {
     this.env = options.env ?? process.env;
@@ -485,15 +487,28 @@ export class WandbLogger implements Logger {
     this.print(`warning: W&B: ${reason}; training goes on and every metric stays in ${dir} (upload later: ssl-train wandb-sync ${dir})`);
   }
 
+  /**
+   * Training continues after `step`: a resumed run (step > 0) continues the W&B run of
+   * `wandb.json` and re-sends the history up to `step` only (what an earlier attempt
+   * logged after it is redone); a fresh start (0) begins a new W&B run. Without this
+   * call, the `resume` option decides.
+   */
+  beginAt(step: number): void {
+    this.startStep = step;
+  }
+
   logHyperparams(config: Record<string, unknown>): void {
     if (this.mode === 'disabled') return;
     const { runDir } = this.options;
     const identity = deriveWandbIdentity(config, this.options, this.env);
-    const previous = this.options.resume ? readWandbRunInfo(runDir) : undefined;
+    const resuming = this.startStep !== undefined ? this.startStep > 0 : this.options.resume;
+    const previous = resuming ? readWandbRunInfo(runDir) : undefined;
     if (previous) {
       // Prior history (before this process appends to it), re-sent ahead of the new rows.
       const metricsPath = join(runDir, 'metrics.jsonl');
       if (existsSync(metricsPath)) this.replay = historyRows(parseMetricsJsonl(readFileSync(metricsPath, 'utf8'), metricsPath));
+      const upTo = this.startStep;
+      if (upTo !== undefined) this.replay = this.replay.filter((row) => row.step <= upTo);
     }
     const baseUrl = wandbBaseUrl(this.env);
     this.info = {
