@@ -134,7 +134,7 @@ export function buildProgram(): Command {
     .option('--steps <k>', 'optimizer steps to compare', numeric, 3)
     .option('--tolerance <x>', 'relative difference always allowed (with --case: the bound, default 1e-4 of the largest gradient entry)', numeric, 1e-5)
     .option('--roundoff-factor <k>', 'allowed multiple of the measured float32 round-off (one-process twins with inputs moved by one ulp)', numeric, DEFAULT_ROUNDOFF_FACTOR)
-    .option('--dump <dir>', "write the first step's inputs, initial state and both gradients as .npy files")
+    .option('--dump <dir>', "write each step's inputs, the one-process state before it and both gradients as .npy files (DIR/step-<k>/)")
     .option('--case <file>', 'check the loss functions against a reference case (ssl-loss-oracle/1 JSON) instead');
   addTrainOptions(verify).action(async (opts: Record<string, unknown>, command: Command) => {
     const config = resolveTrainConfig(command);

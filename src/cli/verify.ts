@@ -12,23 +12,27 @@ import { SslTask } from '../methods/task.js';
 import type { TrainerOptimizer } from '../trainer/interfaces.js';
 import type { TrainConfig } from './config.js';
 import { localBatchSize, prepareExperiment } from './train.js';
-import { gradientDifference, perturbByOneUlp, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from '../verify/roundoff.js';
+import { gradientDifference, permuteRows, perturbByOneUlp, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from '../verify/roundoff.js';
+import { Rng } from '../core/random.js';
 import { writeNpy } from '../core/npy.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
- * One step of the comparison, W ranks against one process on the global batch: the largest
- * relative difference of the loss (mean of the ranks' losses), the applied gradients
- * (relative to the largest gradient entry) and the parameters and buffers (per tensor,
- * relative to its largest entry), each with the bound it must stay within (see
- * src/verify/roundoff.ts: `factor` × the measured round-off, at least `tolerance`).
+ * One step of the comparison, W ranks against one process on the global batch: the relative
+ * difference of the loss (mean of the ranks' losses), of the applied gradients (in norm over
+ * all parameters) and of the parameters and buffers (in norm, relative to how far the steps
+ * moved them), each with the bound it must stay within (see src/verify/roundoff.ts:
+ * `factor` × the measured round-off, at least `tolerance`), and the tensors that contribute
+ * most to the gradient and parameter differences (diagnostics).
  */
 export interface VerifyStep {
   step: number;
   loss: number;
   gradients: number;
   parameters: number;
+  gradientsTensor: string;
+  parametersTensor: string;
   lossBound: number;
   gradientsBound: number;
   parametersBound: number;
@@ -99,9 +103,25 @@ function firstBatch(loader: MultiViewLoader, epoch: number, index: number): Prom
   })();
 }
 
-/** `batch` with every view value moved by one float32 ulp (a round-off twin's input). */
-function perturbedBatch(batch: MultiViewBatch, key: number): MultiViewBatch {
-  return { ...batch, views: batch.views.map((v, i) => perturbByOneUlp(v, key * 16 + i)) };
+/** A round-off twin's input: `batch` with its samples in an order keyed by `key` and every value moved by one ulp. */
+function twinBatch(batch: MultiViewBatch, key: number): MultiViewBatch {
+  const order = Rng.keyed(key).permutation(batch.labels.length);
+  const permute = <T extends Float32Array | Int32Array>(values: T) => permuteRows(values, order);
+  return {
+    ...batch,
+    views: batch.views.map((v, i) => perturbByOneUlp(permute(v), key * 16 + i)),
+    labels: permute(batch.labels),
+    indices: permute(batch.indices),
+  };
+}
+
+/** Moves every float32 parameter and buffer of `method` by one ulp (a round-off twin's start). */
+function perturbState(method: BaseMethod, key: number): void {
+  tf.tidy(() => {
+    Object.values(method.stateDict()).forEach((v, i) => {
+      if (v.dtype === 'float32') (v as Variable).assign(tf.tensor(perturbByOneUlp(v.dataSync() as Float32Array, key * 4096 + i), v.shape));
+    });
+  });
 }
 
 /** A one-process run on the global batch: the reference, or a round-off twin. */
@@ -115,8 +135,8 @@ interface OneProcessRun {
  * `ssl-train verify`: trains `steps` optimizer steps with W ranks (DDP, this process is one
  * of them) and, on rank 0, with one process on the same global batches, and compares the
  * loss, the gradients the optimizer applies, and the parameters and buffers after each step.
- * Rank 0 also runs {@link ROUNDOFF_TWINS} one-process twins whose inputs are moved by one
- * float32 ulp, to measure how far two correct float32 runs of this model drift apart; each
+ * Rank 0 also runs {@link ROUNDOFF_TWINS} one-process twins on the same batches in another
+ * sample order, to measure how far two correct float32 runs of this model drift apart; each
  * W-rank difference must stay within `roundoffFactor` times the largest twin difference of
  * its kind and step, or within `tolerance` (src/verify/roundoff.ts explains why). The
  * learning rate is the full one from the first step (no warmup), so parameter differences
@@ -149,13 +169,16 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
 
   const reference = group.rank === 0 ? oneProcessRun() : undefined;
   const twins = reference ? Array.from({ length: ROUNDOFF_TWINS }, oneProcessRun) : [];
+  twins.forEach((twin, t) => perturbState(twin.method, t + 1));
   const referenceLoader = reference ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
   const perEpoch = ddpLoader.numBatches();
   const results: VerifyStep[] = [];
+  let initialState: Record<string, Float32Array | Int32Array> = {};
   try {
     for (let s = 0; s < steps; s++) {
       const epoch = Math.floor(s / perEpoch);
-      const initialState = s === 0 && options.dump && reference ? stateArrays(reference.method) : undefined;
+      if (s === 0 && reference) initialState = stateArrays(reference.method);
+      const stateBefore = options.dump && reference ? { one: stateArrays(reference.method), ranks: stateArrays(distributed) } : undefined;
       const ddpOut = step(ddpTask, ddpOptimizer, await firstBatch(ddpLoader, epoch, s % perEpoch), (g) => strategy.reduceGradients(g, distributed.trainableParameters()));
       distributed.onTrainBatchEnd({ step: s + 1, totalSteps: steps });
       const meanLoss = strategy.reduceMetrics({ loss: ddpOut.loss }).loss;
@@ -167,17 +190,21 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         return { ...out, state: stateArrays(r.method) };
       };
       const refOut = run(reference, batch);
-      const twinOuts = twins.map((twin, t) => run(twin, perturbedBatch(batch, (s + 1) * ROUNDOFF_TWINS + t)));
-      if (initialState && options.dump) dumpFirstStep(options.dump, initialState, batch, refOut, ddpOut, meanLoss, reference.method);
+      const twinOuts = twins.map((twin, t) => run(twin, twinBatch(batch, (s + 1) * ROUNDOFF_TWINS + t)));
+      if (options.dump && stateBefore) dumpStep(join(options.dump, `step-${s + 1}`), stateBefore, batch, refOut, ddpOut, meanLoss, reference.method);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
       const lossRoundoff = roundoff((o) => scalarDifference(o.loss, refOut.loss));
-      const gradientsRoundoff = roundoff((o) => gradientDifference(o.grads, refOut.grads));
-      const parametersRoundoff = roundoff((o) => stateDifference(o.state, refOut.state));
+      const gradientsRoundoff = roundoff((o) => gradientDifference(o.grads, refOut.grads).value);
+      const parametersRoundoff = roundoff((o) => stateDifference(o.state, refOut.state, initialState).value);
+      const gradients = gradientDifference(ddpOut.grads, refOut.grads);
+      const parameters = stateDifference(stateArrays(distributed), refOut.state, initialState);
       results.push({
         step: s + 1,
         loss: scalarDifference(meanLoss, refOut.loss),
-        gradients: gradientDifference(ddpOut.grads, refOut.grads),
-        parameters: stateDifference(stateArrays(distributed), refOut.state),
+        gradients: gradients.value,
+        parameters: parameters.value,
+        gradientsTensor: gradients.tensor,
+        parametersTensor: parameters.tensor,
         lossBound: roundoffBound(lossRoundoff, roundoffFactor, tolerance),
         gradientsBound: roundoffBound(gradientsRoundoff, roundoffFactor, tolerance),
         parametersBound: roundoffBound(parametersRoundoff, roundoffFactor, tolerance),
@@ -201,14 +228,14 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
 }
 
 /**
- * Writes the first step's inputs and results as `.npy` files under `dir` (for an independent
- * float64 recomputation, e.g. scripts/verify_roundoff_torch.py): `init/<name>.npy` (state
- * before the step), `view<v>.npy` `[N, H, W, C]`, `labels.npy` `[N]`, `grads-1/<name>.npy`
+ * Writes a step's inputs and results as `.npy` files under `dir` (for an independent float64
+ * recomputation, e.g. scripts/verify_roundoff_torch.py): `init/<name>.npy` and
+ * `init-W/<name>.npy` (the one-process and the W-rank state before the step), `view<v>.npy` `[N, H, W, C]`, `labels.npy` `[N]`, `grads-1/<name>.npy`
  * (one process) and `grads-W/<name>.npy` (W ranks), and `losses.json`.
  */
-function dumpFirstStep(
+function dumpStep(
   dir: string,
-  initial: Record<string, Float32Array | Int32Array>,
+  initial: { one: Record<string, Float32Array | Int32Array>; ranks: Record<string, Float32Array | Int32Array> },
   batch: MultiViewBatch,
   reference: StepResult,
   distributed: StepResult,
@@ -216,8 +243,9 @@ function dumpFirstStep(
   method: BaseMethod,
 ): void {
   const shapes = Object.fromEntries(Object.entries(method.stateDict()).map(([name, t]) => [name, t.shape]));
-  for (const sub of ['init', 'grads-1', 'grads-W']) mkdirSync(join(dir, sub), { recursive: true });
-  for (const [name, values] of Object.entries(initial)) writeNpy(join(dir, 'init', `${name}.npy`), values, shapes[name]!);
+  for (const sub of ['init', 'init-W', 'grads-1', 'grads-W']) mkdirSync(join(dir, sub), { recursive: true });
+  for (const [name, values] of Object.entries(initial.one)) writeNpy(join(dir, 'init', `${name}.npy`), values, shapes[name]!);
+  for (const [name, values] of Object.entries(initial.ranks)) writeNpy(join(dir, 'init-W', `${name}.npy`), values, shapes[name]!);
   batch.views.forEach((v, i) => writeNpy(join(dir, `view${i}.npy`), v, batch.shapes[i] ?? batch.shape));
   writeNpy(join(dir, 'labels.npy'), Int32Array.from(batch.labels), [batch.labels.length]);
   for (const [name, g] of Object.entries(reference.grads)) writeNpy(join(dir, 'grads-1', `${name}.npy`), g, shapes[name]!);
@@ -231,9 +259,11 @@ export function formatVerifyResult(result: VerifyResult, method: string): string
   const cell = (d: number, b: number) => `${e(d)} / ${e(b)}`.padEnd(21);
   const lines = [
     `verify ${method}: ${result.worldSize} rank(s) vs one process on the same global batch`,
-    `largest relative difference / its bound (${result.roundoffFactor} x the measured float32 round-off, at least ${e(result.tolerance)})`,
-    `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} parameters`,
-    ...result.steps.map((s) => `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${e(s.parameters)} / ${e(s.parametersBound)}`),
+    `relative difference / its bound (${result.roundoffFactor} x the measured float32 round-off, at least ${e(result.tolerance)}); gradients and parameters in norm over all tensors`,
+    `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} ${'parameters'.padEnd(21)} largest share (gradients; parameters)`,
+    ...result.steps.map(
+      (s) => `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${cell(s.parameters, s.parametersBound)} ${s.gradientsTensor}; ${s.parametersTensor}`,
+    ),
     `${result.passed ? 'PASSED' : 'FAILED'}: the worst difference is ${result.worst.toFixed(2)} of its bound`,
   ];
   return lines.join('\n');

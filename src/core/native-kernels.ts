@@ -129,6 +129,14 @@ export function oneDnnVersion(): string | undefined {
 }
 
 /**
+ * The instruction set oneDNN's kernels run with here, e.g. "avx2", "avx512_core",
+ * "avx512_core_amx": the CPU's best, capped by `ONEDNN_MAX_CPU_ISA`. Undefined without addon.
+ */
+export function oneDnnCpuIsa(): string | undefined {
+  return loadAddon()?.cpuIsa;
+}
+
+/**
  * Sets the number of threads of the native kernels (oneDNN's OpenMP team; they run on the
  * calling thread plus n - 1 workers). Default: `SSL_ZOO_NUM_THREADS`, else `OMP_NUM_THREADS`,
  * else the CPUs available to this process. A launcher of W ranks on C cores should give each

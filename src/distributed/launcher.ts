@@ -206,6 +206,8 @@ export function describeExit(code: number | null, signal: NodeJS.Signals | null)
  *
  * - A user error (exit code 2) is the rank's own one-line `ssl-train: error: ...`, as one
  *   process would print it (rank 0's output already reached the terminal).
+ * - Rank 0 that ended on its own `ssl-train: error: ...` line (a failed run, e.g. stopped at
+ *   a non-finite loss, exit code 1): nothing more, that line already says why.
  * - Otherwise `ssl-train: rank R failed: <how it ended>`, then, for ranks other than 0
  *   (whose stderr the terminal has not seen), `: <its last error line>` and the stack frames
  *   that follow it, if it wrote any.
@@ -217,7 +219,7 @@ export function failureReport(rank: number, code: number | null, signal: NodeJS.
     return lines.filter((l) => l.startsWith('ssl-train: error:')).slice(-1)[0] ?? `ssl-train: rank ${rank} failed: ${describeExit(code, signal)}`;
   }
   const header = `ssl-train: rank ${rank} failed: ${describeExit(code, signal)}`;
-  if (rank === 0) return header;
+  if (rank === 0) return !signal && lines.at(-1)?.startsWith('ssl-train: error:') ? undefined : header;
   // The last line that is not a stack frame, and the frames under it.
   let last = lines.length - 1;
   while (last >= 0 && /^\s+at /.test(lines[last])) last--;

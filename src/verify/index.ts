@@ -17,4 +17,4 @@ export {
   type Matrix,
 } from './loss-case.js';
 export { formatLossCaseReport, runLossCaseOnRank, LOSS_CHECK_TOLERANCE } from './loss-check.js';
-export { gradientDifference, perturbByOneUlp, roundoffBound, scalarDifference, stateDifference, ROUNDOFF_TWINS, DEFAULT_ROUNDOFF_FACTOR } from './roundoff.js';
+export { gradientDifference, permuteRows, roundoffBound, scalarDifference, stateDifference, ROUNDOFF_TWINS, DEFAULT_ROUNDOFF_FACTOR } from './roundoff.js';

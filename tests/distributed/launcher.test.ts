@@ -45,6 +45,8 @@ describe('launcher: how a failed rank is reported', function () {
     assert.equal(failureReport(1, 2, null, 'ssl-train: error: --lr: bad\n'), 'ssl-train: error: --lr: bad');
     assert.equal(failureReport(0, null, 'SIGKILL', ''), 'ssl-train: rank 0 failed: killed by SIGKILL');
     assert.equal(failureReport(0, 2, null, 'ssl-train: error: x\n'), undefined, "rank 0's own error already reached the terminal");
+    assert.equal(failureReport(0, 1, null, 'ssl-train: error: training stopped at step 3\n'), undefined, "rank 0's failed run said why");
+    assert.equal(failureReport(0, 1, null, 'ssl-train: internal error: Error: x\n    at f (a.js:1:1)\n'), 'ssl-train: rank 0 failed: exited with code 1');
   });
 
   for (const [mode, code, pattern] of [

@@ -138,7 +138,7 @@ describe('multi-host data parallel: 2 hosts (network namespaces) x 2 ranks over 
   it('ssl-train verify on world size 4 (2 nodes x 2 ranks) passes', async () => {
     const [node0, node1] = await runJob(['verify', ...SMALL, '--method', 'simclr', '--batch-size', '24']);
     assert.match(node0.stdout, /verify simclr: 4 rank\(s\)/);
-    assert.match(node0.stdout, /PASSED: worst [0-9.e+-]+ <= tolerance 1\.00e-5/);
+    assert.match(node0.stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
     assert.equal(node0.stdout.trim().split('\n').filter((l) => /^\d+\s/.test(l)).length, 3, 'three steps checked');
     assert.equal(node1.stdout.trim(), '', 'only global rank 0 prints');
   });

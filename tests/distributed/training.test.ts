@@ -79,6 +79,22 @@ describe('data-parallel training equals one process on the global batch', functi
     }
   });
 
+  it('verify --dump writes every step: inputs, both states before it and both gradients, as .npy files', () => {
+    const dir = join(tempDir(), 'dump');
+    const { status, stdout, stderr } = runCli(['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--steps', '2', '--dump', dir], 120_000);
+    assert.equal(status, 0, stdout + stderr);
+    for (const step of ['step-1', 'step-2']) {
+      const header = (file: string) => readFileSync(join(dir, step, file)).subarray(0, 128).toString('latin1');
+      assert.match(header('view0.npy'), /^\x93NUMPY[\s\S]*'descr': '<f4'[\s\S]*'shape': \(24, 16, 16, 1\)/);
+      assert.match(header('labels.npy'), /'descr': '<i4'[\s\S]*'shape': \(24,\)/);
+      for (const sub of ['init', 'init-W', 'grads-1', 'grads-W']) assert.match(header(join(sub, 'backbone.fc1.weight.npy')), /'shape': \(256, \d+\)/, `${step}/${sub}`);
+      const losses = JSON.parse(readFileSync(join(dir, step, 'losses.json'), 'utf8')) as { oneProcess: number; ranks: number };
+      assert.ok(Math.abs(losses.ranks - losses.oneProcess) <= 1e-5 * Math.abs(losses.oneProcess), JSON.stringify(losses));
+    }
+    const init2 = readFileSync(join(dir, 'step-2', 'init', 'backbone.fc1.weight.npy'));
+    assert.notDeepEqual(init2, readFileSync(join(dir, 'step-1', 'init', 'backbone.fc1.weight.npy')), 'step 2 starts from the state after step 1');
+  });
+
   it('verify --case checks the losses on the example case with 2 ranks', () => {
     const { status, stdout, stderr } = runCli(['verify', '--case', EXAMPLE_CASE, '--devices', '2'], 60_000);
     assert.equal(status, 0, stdout + stderr);

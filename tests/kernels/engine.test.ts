@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { initEngine } from '../../src/core/engine.js';
 import {
-  NATIVE_KERNEL_NAMES, nativeKernelStats, nativeKernelsInstalled, nativeThreads, oneDnnVersion, setNativeThreads,
+  NATIVE_KERNEL_NAMES, nativeKernelStats, nativeKernelsInstalled, nativeThreads, oneDnnCpuIsa, oneDnnVersion, setNativeThreads,
 } from '../../src/core/native-kernels.js';
 import { tf } from '../../src/core/tf.js';
 import { randn, requireNativeKernels } from './helpers.js';
@@ -34,6 +35,13 @@ describe('kernels/native engine integration and threads', () => {
     await initEngine('cpu');
     tf.tidy(() => tf.matMul(randn([8, 8], 1), randn([8, 8], 2)).dataSync());
     assert.equal(nativeKernelStats().BatchMatMul.native, before + 1);
+  });
+
+  it('reports the instruction set oneDNN runs with, capped by ONEDNN_MAX_CPU_ISA', () => {
+    const isa = oneDnnCpuIsa() ?? '';
+    assert.match(isa, /^(sse41|avx|avx2|avx2_vnni|avx512_\w+)$/);
+    if (process.env.ONEDNN_MAX_CPU_ISA?.toUpperCase() === 'AVX2') assert.equal(isa, 'avx2');
+    if (!/\bavx512f\b/.test(readFileSync('/proc/cpuinfo', 'utf8'))) assert.doesNotMatch(isa, /avx512/, 'an AVX2-only CPU');
   });
 
   it('uses the available CPUs by default, and setNativeThreads changes it', () => {

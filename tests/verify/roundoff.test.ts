@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { gradientDifference, perturbByOneUlp, roundoffBound, scalarDifference, stateDifference } from '../../src/verify/roundoff.js';
+import { gradientDifference, permuteRows, perturbByOneUlp, roundoffBound, scalarDifference, stateDifference } from '../../src/verify/roundoff.js';
 
 /** The float32 neighbours of x (towards and away from zero). */
 function neighbours(x: number): [number, number] {
@@ -32,19 +32,34 @@ describe('verify: round-off measurement', () => {
     assert.equal(values[1], Math.fround(Math.sin(1) * 1e-2), 'the input is not modified');
   });
 
-  it('gradientDifference measures every tensor against the largest entry of all (a zero gradient is not its own scale)', () => {
-    const reference = { w: Float32Array.of(2, -4), b: Float32Array.of(0, 0) };
-    assert.equal(gradientDifference({ w: Float32Array.of(2, -4), b: Float32Array.of(1e-6, 0) }, reference), Math.fround(1e-6) / 4);
-    assert.equal(gradientDifference({ w: Float32Array.of(2.5, -4), b: Float32Array.of(0, 0) }, reference), 0.5 / 4);
-    assert.equal(gradientDifference({ w: Float32Array.of(2, -4) }, reference), Infinity, 'a missing gradient');
+  it('permuteRows reorders whole rows (images and labels alike) and keeps the input', () => {
+    const images = Float32Array.from({ length: 12 }, (_, i) => i); // 4 rows of 3
+    const order = Int32Array.of(2, 0, 3, 1);
+    assert.deepEqual([...permuteRows(images, order)], [6, 7, 8, 0, 1, 2, 9, 10, 11, 3, 4, 5]);
+    const labels = permuteRows(Int32Array.of(10, 11, 12, 13), order);
+    assert.ok(labels instanceof Int32Array);
+    assert.deepEqual([...labels], [12, 10, 13, 11]);
+    assert.equal(images[0], 0, 'the input is not modified');
+    assert.throws(() => permuteRows(Float32Array.of(1, 2, 3), Int32Array.of(0, 1)), /do not split into 2 rows/);
   });
 
-  it('stateDifference measures each tensor on its own scale (absolute for an all-zero tensor)', () => {
-    const reference = { big: Float32Array.of(100, 50), small: Float32Array.of(0.01, 0), zero: Float32Array.of(0) };
-    assert.equal(stateDifference({ big: Float32Array.of(100, 51), small: Float32Array.of(0.01, 0), zero: Float32Array.of(0) }, reference), 0.01);
-    assert.ok(Math.abs(stateDifference({ big: Float32Array.of(100, 50), small: Float32Array.of(0.011, 0), zero: Float32Array.of(0) }, reference) - 0.1) < 1e-6);
-    assert.equal(stateDifference({ big: Float32Array.of(100, 50), small: Float32Array.of(0.01, 0), zero: Float32Array.of(3e-7) }, reference), Math.fround(3e-7));
-    assert.equal(stateDifference({ big: Float32Array.of(100, 50) }, reference), Infinity);
+  it('gradientDifference is the norm of the difference over the norm of all reference gradients; it names the largest share', () => {
+    const reference = { w: Float32Array.of(3, -4), b: Float32Array.of(0, 0) }; // norm 5
+    const exact = gradientDifference({ w: Float32Array.of(3, -4), b: Float32Array.of(0.3, 0.4) }, reference);
+    assert.ok(Math.abs(exact.value - 0.1) < 1e-7 && exact.tensor === 'b', JSON.stringify(exact));
+    const d = gradientDifference({ w: Float32Array.of(3.3, -4), b: Float32Array.of(0, 0.4) }, reference);
+    assert.ok(Math.abs(d.value - 0.1) < 1e-7 && d.tensor === 'b', JSON.stringify(d));
+    assert.equal(gradientDifference({ w: Float32Array.of(3, -4) }, reference).value, Infinity, 'a missing gradient');
+    assert.equal(gradientDifference({ w: Float32Array.of(3, -4), b: Float32Array.of(0) }, reference).value, Infinity, 'a wrong size');
+  });
+
+  it('stateDifference measures the difference against how far the state moved from its start', () => {
+    const start = { big: Float32Array.of(100, 50), small: Float32Array.of(0, 0) };
+    const reference = { big: Float32Array.of(103, 46), small: Float32Array.of(0, 0) }; // moved by 5
+    assert.deepEqual(stateDifference({ big: Float32Array.of(103, 46), small: Float32Array.of(0.5, 0) }, reference, start), { value: 0.1, tensor: 'small' });
+    assert.equal(stateDifference(reference, reference, start).value, 0);
+    assert.equal(stateDifference({ big: Float32Array.of(100, 50), small: Float32Array.of(3e-7, 0) }, start, start).value, Math.fround(3e-7), 'absolute when nothing moved');
+    assert.equal(stateDifference({ big: Float32Array.of(103, 46) }, reference, start).value, Infinity);
   });
 
   it('the bound is the factor times the round-off, never below the tolerance; NaN never passes', () => {
@@ -53,6 +68,7 @@ describe('verify: round-off measurement', () => {
     assert.ok(Math.abs(scalarDifference(2.2, 2) - 0.1) < 1e-12);
     assert.equal(scalarDifference(3e-7, 0), 3e-7);
     assert.ok(!(scalarDifference(NaN, 2) <= roundoffBound(1, 4, 1e-5)));
-    assert.ok(!(gradientDifference({ w: Float32Array.of(NaN) }, { w: Float32Array.of(1) }) <= 1));
+    assert.ok(!(gradientDifference({ w: Float32Array.of(NaN) }, { w: Float32Array.of(1) }).value <= 1));
+    assert.ok(!(stateDifference({ w: Float32Array.of(NaN) }, { w: Float32Array.of(2) }, { w: Float32Array.of(1) }).value <= 1));
   });
 });

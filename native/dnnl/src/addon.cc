@@ -183,6 +183,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("lastError", Napi::Function::New(env, LastError));
   exports.Set("lastImpl", Napi::Function::New(env, LastImpl));
   exports.Set("dnnlVersion", Napi::String::New(env, sz::dnnlVersion()));
+  exports.Set("cpuIsa", Napi::String::New(env, sz::cpuIsa()));
   sz::registerCpuOps(env, exports);
   return exports;
 }

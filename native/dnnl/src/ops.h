@@ -64,5 +64,7 @@ int numThreads();
 
 std::string& lastError();
 const char* dnnlVersion();
+/** The instruction set oneDNN's kernels use here: the CPU's best, capped by ONEDNN_MAX_CPU_ISA ("avx2", "avx512_core", "avx512_core_amx", ...). */
+const char* cpuIsa();
 
 }  // namespace sz

@@ -9,6 +9,8 @@ type TensorInfo = tf.TensorInfo;
 /** The functions exported by `native/dnnl` (ssl_zoo_dnnl.node). Every call is synchronous. */
 export interface DnnlAddon {
   readonly dnnlVersion: string;
+  /** The instruction set oneDNN uses: the CPU's best, capped by `ONEDNN_MAX_CPU_ISA` (e.g. "avx2", "avx512_core_amx"). */
+  readonly cpuIsa: string;
   /** c = act(op(a) x op(b) + bias); batch dims equal or one of them 1. */
   matmul(
     a: Float32Array, b: Float32Array, bias: Float32Array | null, out: Float32Array,
