@@ -8,7 +8,8 @@ import { createBackbone } from '../backbones/index.js';
 import { initEngine, type EngineInfo } from '../core/engine.js';
 import { invalidValue, UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';
-import { barlowViews, byolViews, evalTransform, simclrViews, type ViewAugmentation } from '../data/augment.js';
+import { evalTransform, viewsFor } from '../data/augment/recipes.js';
+import type { ViewAugmentation } from '../data/augment/views.js';
 import { subset, type ImageDataset } from '../data/dataset.js';
 import { loadDataset } from '../data/load.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
@@ -57,18 +58,6 @@ function gitCommit(): string | undefined {
     return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packageRoot, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
   } catch {
     return undefined;
-  }
-}
-
-/** The augmentation recipe a method asks for (`static viewRecipe`), per view. */
-function viewsFor(recipe: string, dataset: ImageDataset): ViewAugmentation[] {
-  switch (recipe) {
-    case 'byol':
-      return byolViews(dataset);
-    case 'barlow':
-      return barlowViews(dataset);
-    default:
-      return simclrViews(dataset);
   }
 }
 

@@ -34,34 +34,7 @@ export {
   parseCifarBinary,
   type CifarVariant,
 } from './cifar.js';
-export {
-  adjustBrightness,
-  adjustContrast,
-  adjustHue,
-  adjustSaturation,
-  augmentBatch,
-  augmentView,
-  augmentViewInto,
-  barlowViews,
-  byolViews,
-  evalTransform,
-  evalView,
-  evalViewInto,
-  gaussianBlur,
-  hflip,
-  randomResizedCropBox,
-  resizeBilinear,
-  simclrViews,
-  solarize,
-  toGrayscale,
-  validateEvalTransform,
-  validateViewAugmentation,
-  type CropBox,
-  type EvalTransform,
-  type PixelSource,
-  type PresetOptions,
-  type ViewAugmentation,
-} from './augment.js';
+export * from './augment/index.js';
 export { epochPermutation, RandomSampler, SequentialSampler, type Sampler } from './sampler.js';
 export {
   EvalLoader,

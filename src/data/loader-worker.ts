@@ -4,7 +4,7 @@
  * copied). It runs exactly the code of the loader's inline path ({@link augmentBatch}).
  */
 import { parentPort } from 'node:worker_threads';
-import { augmentBatch, type PixelSource, type ViewAugmentation } from './augment.js';
+import { augmentBatch, type PixelSource, type ViewAugmentation } from './augment/views.js';
 
 /** First message: the dataset and the view recipes. */
 export interface WorkerInit {

@@ -12,7 +12,7 @@ import {
   validateViewAugmentation,
   type EvalTransform,
   type ViewAugmentation,
-} from './augment.js';
+} from './augment/views.js';
 import type { ImageDataset } from './dataset.js';
 import type { WorkerInit, WorkerResult, WorkerTask } from './loader-worker.js';
 import type { Sampler } from './sampler.js';

@@ -1,5 +1,5 @@
 import { tf, type Tensor } from '../core/tf.js';
-import { evalViewInto, type EvalTransform } from '../data/augment.js';
+import { evalViewInto, type EvalTransform } from '../data/augment/views.js';
 import type { ImageDataset } from '../data/dataset.js';
 
 /** Features and classifier logits of a whole dataset. */

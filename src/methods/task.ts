@@ -1,5 +1,5 @@
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
-import type { EvalTransform } from '../data/augment.js';
+import type { EvalTransform } from '../data/augment/views.js';
 import { subset, type ImageDataset } from '../data/dataset.js';
 import type { MultiViewBatch } from '../data/loader.js';
 import { extractFeatures, type ExtractedFeatures } from '../eval/features.js';

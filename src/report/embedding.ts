@@ -7,7 +7,7 @@ import { engineInfo, initEngine } from '../core/engine.js';
 import { UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';
 import { tf } from '../core/tf.js';
-import { evalTransform } from '../data/augment.js';
+import { evalTransform } from '../data/augment/recipes.js';
 import { subset } from '../data/dataset.js';
 import { extractFeatures } from '../eval/features.js';
 import { loadCheckpoint, withoutPrefix } from '../trainer/checkpoint.js';

@@ -1,0 +1,31 @@
+/**
+ * Per-sample image augmentation in plain JavaScript on `Float32Array`s (no tfjs, so it runs
+ * in loader worker threads), following torchvision's semantics as used by solo-learn:
+ * - `spatial.ts`, `color.ts`: the pixel operations on HWC images (crop box, bilinear
+ *   resampling, flip, blur; colour adjustments, grayscale, solarization, normalisation);
+ * - `views.ts`: the view configurations, their validation, and the pipeline that turns an
+ *   image into a keyed random training view or the deterministic eval view;
+ * - `recipes.ts`: solo-learn's per-method view recipes and the eval transform.
+ */
+export {
+  adjustBrightness,
+  adjustContrast,
+  adjustHue,
+  adjustSaturation,
+  solarize,
+  toGrayscale,
+} from './color.js';
+export { gaussianBlur, hflip, randomResizedCropBox, resizeBilinear, type CropBox } from './spatial.js';
+export {
+  augmentBatch,
+  augmentView,
+  augmentViewInto,
+  evalView,
+  evalViewInto,
+  validateEvalTransform,
+  validateViewAugmentation,
+  type EvalTransform,
+  type PixelSource,
+  type ViewAugmentation,
+} from './views.js';
+export { barlowViews, byolViews, evalTransform, simclrViews, type PresetOptions } from './recipes.js';

@@ -1,0 +1,116 @@
+/**
+ * solo-learn's augmentation recipes, per method: the views of SimCLR ({@link simclrViews}),
+ * BYOL ({@link byolViews}) and Barlow Twins ({@link barlowViews}), picked by name with
+ * {@link viewsFor}, and a dataset's eval transform ({@link evalTransform}). Crop sizes
+ * default to the image size and normalisation to the dataset's; crops above 64 px get the
+ * ImageNet recipes (with Gaussian blur), smaller ones the CIFAR recipes (without).
+ */
+import { normalizationFor, type ChannelStats, type ImageDataset } from '../dataset.js';
+import type { EvalTransform, ViewAugmentation } from './views.js';
+
+/** Crop sizes above this use solo-learn's ImageNet recipes (with blur), else CIFAR's. */
+const LARGE_IMAGE = 64;
+
+function presetBase(dataset: ImageDataset, cropSize: number | undefined, stats: ChannelStats | undefined) {
+  const S = cropSize ?? Math.min(dataset.height, dataset.width);
+  const { mean, std } = stats ?? normalizationFor(dataset);
+  // solo-learn crops 8-100% of the area; below 32 px that leaves a few pixels, so 20-100%
+  const minScale = Math.min(dataset.height, dataset.width) >= 32 ? 0.08 : 0.2;
+  return { S, mean, std, minScale, large: S > LARGE_IMAGE };
+}
+
+/** Options shared by the preset recipes. */
+export interface PresetOptions {
+  /** Normalisation; default `normalizationFor(dataset)`. */
+  stats?: ChannelStats;
+  /** Fields that replace the recipe's in every view (e.g. `{ cropScale: [0.2, 1] }`). */
+  overrides?: Partial<ViewAugmentation>;
+}
+
+/**
+ * solo-learn's SimCLR recipe: two identically configured views. RandomResizedCrop
+ * (scale [0.08, 1], or [0.2, 1] for images under 32 px), ColorJitter(0.8, 0.8, 0.8, 0.2)
+ * with p = 0.8, grayscale p = 0.2, flip p = 0.5, no solarization. Gaussian blur
+ * (sigma 0.1..2) with p = 0.5 only for crops above 64 px (ImageNet recipe); none on small
+ * images, as in solo-learn's original CIFAR script. `cropSize` defaults to the image size.
+ */
+export function simclrViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.8, 0.8, 0.8, 0.2]);
+  const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
+  return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
+}
+
+/**
+ * solo-learn's asymmetric BYOL recipe: RandomResizedCrop (as {@link simclrViews}),
+ * ColorJitter(0.4, 0.4, 0.2, 0.1) p = 0.8, grayscale p = 0.2, flip p = 0.5; view 1 never
+ * solarizes, view 2 solarizes with p = 0.2. Gaussian blur for crops above 64 px: p = 1.0
+ * (view 1) and 0.1 (view 2), the ImageNet recipe; none on small images (CIFAR recipe).
+ */
+export function byolViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.2, 0.1]);
+  return [
+    { ...base, gaussianBlurProb: large ? 1.0 : 0, solarizationProb: 0, ...options.overrides },
+    { ...base, mean: [...base.mean], std: [...base.std], gaussianBlurProb: large ? 0.1 : 0, solarizationProb: 0.2, ...options.overrides },
+  ];
+}
+
+/**
+ * What solo-learn's recipes share: RandomResizedCrop (scale from {@link presetBase}, ratio
+ * 3/4..4/3), flip p = 0.5, ColorJitter(brightness, contrast, saturation, hue) = `jitter`
+ * with p = 0.8, grayscale p = 0.2, blur sigma range 0.1..2 but no blur or solarization yet;
+ * `large` tells whether the crop is big enough for the ImageNet blur.
+ */
+function recipeView(
+  dataset: ImageDataset, cropSize: number | undefined, stats: ChannelStats | undefined,
+  [brightness, contrast, saturation, hue]: [number, number, number, number],
+): { view: ViewAugmentation; large: boolean } {
+  const { S, mean, std, minScale, large } = presetBase(dataset, cropSize, stats);
+  const view: ViewAugmentation = {
+    cropSize: S,
+    cropScale: [minScale, 1],
+    cropRatio: [3 / 4, 4 / 3],
+    hflipProb: 0.5,
+    colorJitterProb: 0.8,
+    brightness,
+    contrast,
+    saturation,
+    hue,
+    grayscaleProb: 0.2,
+    gaussianBlurProb: 0,
+    blurSigma: [0.1, 2.0],
+    solarizationProb: 0,
+    mean,
+    std,
+  };
+  return { view, large };
+}
+
+/** solo-learn's Barlow Twins recipe: the same asymmetric recipe as {@link byolViews}. */
+export function barlowViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+  return byolViews(dataset, cropSize, options);
+}
+
+/**
+ * The eval transform for a dataset: resize/center crop to `cropSize` (default the image
+ * size, i.e. no resampling) and the dataset's normalisation.
+ */
+export function evalTransform(dataset: ImageDataset, cropSize?: number, stats?: ChannelStats): EvalTransform {
+  const S = cropSize ?? Math.min(dataset.height, dataset.width);
+  const { mean, std } = stats ?? normalizationFor(dataset);
+  return { cropSize: S, resizeSize: S, mean, std };
+}
+
+/**
+ * The views of a recipe name (a method's `static viewRecipe`) for `dataset`, with the
+ * recipe's defaults: 'byol' and 'barlow' give theirs, any other name SimCLR's.
+ */
+export function viewsFor(recipe: string, dataset: ImageDataset): ViewAugmentation[] {
+  switch (recipe) {
+    case 'byol':
+      return byolViews(dataset);
+    case 'barlow':
+      return barlowViews(dataset);
+    default:
+      return simclrViews(dataset);
+  }
+}
