@@ -18,6 +18,7 @@ export * from './optim/index.js';
 export * from './data/index.js';
 export * from './eval/index.js';
 export * from './trainer/index.js';
+export * from './tracking/index.js';
 export type { ProcessGroup } from './distributed/process-group.js';
 export { TrainConfig, buildConfig, readConfigFile } from './cli/config.js';
 export { runTraining, type TrainingRun, type RunOptions } from './cli/train.js';

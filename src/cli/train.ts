@@ -19,7 +19,7 @@ import { SslTask, type OptimSettings, type ValidationSettings } from '../methods
 import { ProgressBar } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
 import { LOGGER, RunDirLogger, type Logger } from '../trainer/loggers.js';
-import { parseTags, WandbLogger } from '../trainer/wandb-logger.js';
+import { parseTags, WandbLogger } from '../tracking/index.js';
 import { SingleDeviceStrategy, STRATEGY, type Strategy } from '../trainer/strategy.js';
 import { DdpStrategy } from '../distributed/ddp.js';
 import { createProcessGroup, isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';

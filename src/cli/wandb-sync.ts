@@ -1,11 +1,7 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { UserError } from '../core/errors.js';
 import {
   deriveWandbIdentity,
-  historyRows,
   newWandbRunId,
-  parseMetricsJsonl,
   parseTags,
   readWandbRunInfo,
   summarizeHistory,
@@ -14,9 +10,9 @@ import {
   WANDB_INFO_FORMAT,
   WandbUploader,
   writeWandbRunInfo,
-  type HistoryRow,
   type WandbRunInfo,
-} from '../trainer/wandb-logger.js';
+} from '../tracking/index.js';
+import { historyRows, readRunDir, readRunSummary, runStatus, type HistoryRow } from '../trainer/run-dir.js';
 
 /** Options of {@link wandbSync}. */
 export interface WandbSyncOptions {
@@ -47,33 +43,16 @@ interface LocalRun {
   status: string;
 }
 
-function readJsonObject(path: string, what: string): Record<string, unknown> {
-  let value: unknown;
-  try {
-    value = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (e) {
-    throw new UserError(`${what}: ${path} is not valid JSON (${(e as Error).message.split('\n')[0]})`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new UserError(`${what}: ${path} must hold a JSON object`);
-  return value as Record<string, unknown>;
-}
-
 /**
  * Reads what a run directory must hold to be uploaded: `config.json` and `metrics.jsonl`
  * (`summary.json` when the run finished). Each problem is a user error naming the path.
  */
 export function readLocalRun(runDir: string, command = 'wandb-sync'): LocalRun {
-  if (!existsSync(runDir) || !statSync(runDir).isDirectory()) throw new UserError(`${command}: ${runDir} is not a run directory (it does not exist)`);
-  const configPath = join(runDir, 'config.json');
-  const metricsPath = join(runDir, 'metrics.jsonl');
-  if (!existsSync(configPath)) throw new UserError(`${command}: ${runDir} is not a run directory (no config.json)`);
-  if (!existsSync(metricsPath)) throw new UserError(`${command}: ${runDir} has no metrics.jsonl (nothing was logged)`);
-  const config = readJsonObject(configPath, command);
-  const rows = historyRows(parseMetricsJsonl(readFileSync(metricsPath, 'utf8'), metricsPath));
-  const summaryPath = join(runDir, 'summary.json');
-  const summaryJson = existsSync(summaryPath) ? readJsonObject(summaryPath, command) : {};
+  const { config, records } = readRunDir(runDir, command);
+  const rows = historyRows(records);
+  const summaryJson = readRunSummary(runDir, command) ?? {};
   const summary = Object.fromEntries(Object.entries(summaryJson).filter((e): e is [string, number] => typeof e[1] === 'number'));
-  return { runDir, config, rows, summary, status: typeof summaryJson.status === 'string' ? summaryJson.status : 'unfinished' };
+  return { runDir, config, rows, summary, status: runStatus(summaryJson) };
 }
 
 /** The run's W&B record: `wandb.json` when it has one, else a new run named from its config (and written). */

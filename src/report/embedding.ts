@@ -1,5 +1,4 @@
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { UMAP } from 'umap-js';
 import { buildConfig, CONFIG_KEYS, type TrainConfigInput } from '../cli/config.js';
 import { prepareExperiment } from '../cli/train.js';
@@ -11,6 +10,7 @@ import { evalTransform } from '../data/augment/recipes.js';
 import { subset } from '../data/dataset.js';
 import { extractFeatures } from '../eval/features.js';
 import { loadCheckpoint, withoutPrefix } from '../trainer/checkpoint.js';
+import { runDirPaths } from '../trainer/run-dir.js';
 import type { ReportRun } from './run-data.js';
 
 /** A 2-D map of validation features. */
@@ -52,7 +52,7 @@ function trainConfigOf(run: ReportRun): ReturnType<typeof buildConfig> {
  * with a seeded UMAP. Failures (no checkpoint, data gone, unknown method) are user errors.
  */
 export async function computeEmbedding(run: ReportRun, options: EmbeddingOptions): Promise<Embedding> {
-  const checkpointPath = join(run.dir, 'checkpoints', 'last.ckpt');
+  const checkpointPath = runDirPaths(run.dir).lastCheckpoint;
   if (!existsSync(checkpointPath)) throw new UserError(`no checkpoints/last.ckpt (the run did not finish)`);
   const config = trainConfigOf(run);
   if (!engineInfo()) await initEngine(config.backend === 'cpu-js' ? 'cpu-js' : 'auto');

@@ -1,7 +1,6 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { UserError } from '../core/errors.js';
-import { historyRows, parseMetricsJsonl, type HistoryRow, type MetricsRecord } from '../trainer/wandb-logger.js';
+import { historyRows, readRunDir, readRunSummary, runDirPaths, runStatus, type HistoryRow, type MetricsRecord } from '../trainer/run-dir.js';
 
 /** One run directory, read for the comparison report. */
 export interface ReportRun {
@@ -45,17 +44,6 @@ export interface RunStats {
   status: string;
 }
 
-function readJson(path: string): Record<string, unknown> {
-  let value: unknown;
-  try {
-    value = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (e) {
-    throw new UserError(`compare: ${path} is not valid JSON (${(e as Error).message.split('\n')[0]})`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new UserError(`compare: ${path} must hold a JSON object`);
-  return value as Record<string, unknown>;
-}
-
 function num(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
 }
@@ -85,15 +73,9 @@ function stepsPerEpochOf(config: Record<string, unknown>, rows: HistoryRow[]): n
  * finished). A missing directory or file, or a malformed one, is a user error naming it.
  */
 export function loadReportRun(dir: string): ReportRun {
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UserError(`compare: ${dir} is not a run directory (it does not exist)`);
-  const configPath = join(dir, 'config.json');
-  const metricsPath = join(dir, 'metrics.jsonl');
-  if (!existsSync(configPath)) throw new UserError(`compare: ${dir} is not a run directory (no config.json)`);
-  if (!existsSync(metricsPath)) throw new UserError(`compare: ${dir} has no metrics.jsonl (nothing was logged)`);
-  const config = readJson(configPath);
-  const records = parseMetricsJsonl(readFileSync(metricsPath, 'utf8'), metricsPath);
-  if (records.length === 0) throw new UserError(`compare: ${metricsPath} is empty (the run logged nothing)`);
-  const summaryPath = join(dir, 'summary.json');
+  const { config, records } = readRunDir(dir, 'compare');
+  if (records.length === 0) throw new UserError(`compare: ${runDirPaths(dir).metrics} is empty (the run logged nothing)`);
+  const summary = readRunSummary(dir, 'compare');
   const rows = historyRows(records);
   return {
     dir,
@@ -107,7 +89,7 @@ export function loadReportRun(dir: string): ReportRun {
     worldSize: num(config.worldSize) ?? 1,
     records,
     rows,
-    summary: existsSync(summaryPath) ? readJson(summaryPath) : undefined,
+    summary,
     stepsPerEpoch: stepsPerEpochOf(config, rows),
   };
 }
@@ -173,6 +155,6 @@ export function runStats(run: ReportRun): RunStats {
     finalLoss: tail.length > 0 ? tail.reduce((a, b) => a + b, 0) / tail.length : undefined,
     imagesPerSec: median(throughput.length > 0 ? throughput : metricSeries(run, 'train/images_per_sec').map(([, v]) => v)),
     wallTimeSec: num(run.summary?.wall_time_sec),
-    status: typeof run.summary?.status === 'string' ? run.summary.status : 'unfinished',
+    status: runStatus(run.summary),
   };
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { UserError } from '../core/errors.js';
 import { tf, type Tensor } from '../core/tf.js';
 import { writeFileAtomic } from './files.js';
+import { LAST_CHECKPOINT } from './run-dir.js';
 
 const MAGIC = 'SSLZCKP1';
 /** Magic (8 bytes) and header length (uint32 LE). */
@@ -236,7 +237,7 @@ export function findLatestCheckpoint(dir: string): CheckpointSearch {
       else skipped.push({ path, reason: `cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})` });
     }
   }
-  candidates.sort((a, b) => b.progress.step - a.progress.step || Number(b.name === 'last.ckpt') - Number(a.name === 'last.ckpt') || a.name.localeCompare(b.name));
+  candidates.sort((a, b) => b.progress.step - a.progress.step || Number(b.name === LAST_CHECKPOINT) - Number(a.name === LAST_CHECKPOINT) || a.name.localeCompare(b.name));
   for (const c of candidates) {
     const check = verifyCheckpoint(c.path);
     if (check.ok) return { latest: { path: c.path, progress: c.progress }, skipped, found: names.length };

@@ -4,4 +4,4 @@ export * from './loggers.js';
 export * from './callbacks.js';
 export * from './checkpoint.js';
 export * from './trainer.js';
-export * from './wandb-logger.js';
+export { historyRows, parseMetricsJsonl, type HistoryRow, type MetricsRecord } from './run-dir.js';

@@ -10,6 +10,7 @@ import { describeProgress, encodeCheckpoint, findLatestCheckpoint, loadCheckpoin
 import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
 import { LOGGER, type Logger } from './loggers.js';
+import { epochCheckpointName, LAST_CHECKPOINT, runDirPaths } from './run-dir.js';
 import { STRATEGY, type Strategy } from './strategy.js';
 
 /** Injection token of the {@link TrainerOptions}. */
@@ -105,7 +106,7 @@ export class Trainer {
   ) {}
 
   private get checkpointDir(): string {
-    return join(this.options.runDir, 'checkpoints');
+    return runDirPaths(this.options.runDir).checkpoints;
   }
 
   private print(line: string): void {
@@ -182,7 +183,7 @@ export class Trainer {
           }
           for (const c of callbacks) c.onTrainBatchEnd?.(progress, logged);
           if (everySteps > 0 && progress.step % everySteps === 0 && progress.step < stopAt) {
-            if (progress.batchInEpoch < batchesPerEpoch) save(['last.ckpt'], lrs);
+            if (progress.batchInEpoch < batchesPerEpoch) save([LAST_CHECKPOINT], lrs);
             else stepCheckpointDue = true;
           }
           if (progress.step >= stopAt) break;
@@ -203,12 +204,12 @@ export class Trainer {
           for (const c of callbacks) c.onEpochEnd?.(progress, validation);
           progress.epoch++;
           progress.batchInEpoch = 0;
-          const names = this.options.checkpointEvery > 0 && progress.epoch % this.options.checkpointEvery === 0 ? [`epoch-${progress.epoch}.ckpt`] : [];
-          if (names.length > 0 || stepCheckpointDue) save([...names, 'last.ckpt'], lrs);
+          const names = this.options.checkpointEvery > 0 && progress.epoch % this.options.checkpointEvery === 0 ? [epochCheckpointName(progress.epoch)] : [];
+          if (names.length > 0 || stepCheckpointDue) save([...names, LAST_CHECKPOINT], lrs);
         }
         if (finished) break;
       }
-      if (saved.lastWritten !== progressKey(progress)) save(['last.ckpt'], lrs);
+      if (saved.lastWritten !== progressKey(progress)) save([LAST_CHECKPOINT], lrs);
       status = 'success';
     } catch (e) {
       failure = e;
@@ -313,7 +314,7 @@ export class Trainer {
     }
     // Rank 0 writes the files; every rank keeps the same account of them (the ranks must
     // make the same collective calls, and agree on what the last good checkpoint is).
-    if (names.includes('last.ckpt')) saved.lastWritten = progressKey(progress);
+    if (names.includes(LAST_CHECKPOINT)) saved.lastWritten = progressKey(progress);
     if (!this.strategy.isGlobalZero) {
       saved.lastGood = { path: join(this.checkpointDir, names[names.length - 1]), step: progress.step };
       return;

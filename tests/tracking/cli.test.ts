@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readWandbRunInfo } from '../../src/trainer/wandb-logger.js';
+import { readWandbRunInfo } from '../../src/tracking/identity.js';
 import { CLI, tempDir } from '../helpers/run.js';
 import { FakeWandbServer, type FakeRun } from './fake-wandb.js';
 import { localHistory, TINY_FLAGS, wandbEnv } from './helpers.js';

@@ -6,7 +6,8 @@ import { container as rootContainer } from 'tsyringe';
 import { buildConfig, type TrainConfigInput } from '../../src/cli/config.js';
 import { runTraining, type TrainingRun } from '../../src/cli/train.js';
 import { LOGGER, RunDirLogger } from '../../src/trainer/loggers.js';
-import { historyRows, parseMetricsJsonl, WandbLogger, type HistoryRow, type WandbLoggerOptions } from '../../src/trainer/wandb-logger.js';
+import { WandbLogger, type WandbLoggerOptions } from '../../src/tracking/logger.js';
+import { historyRows, parseMetricsJsonl, type HistoryRow } from '../../src/trainer/run-dir.js';
 import { tempDir } from '../helpers/run.js';
 
 /** A tiny run: 256 synthetic 16x16 images, mlp backbone, batch 32 (8 steps per epoch), 2 epochs, metrics every 2 steps. */

@@ -2,7 +2,8 @@ import { strict as assert } from 'node:assert';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { wandbSync } from '../../src/cli/wandb-sync.js';
-import { readWandbRunInfo, type HistoryRow } from '../../src/trainer/wandb-logger.js';
+import { readWandbRunInfo } from '../../src/tracking/identity.js';
+import type { HistoryRow } from '../../src/trainer/run-dir.js';
 import { FakeWandbServer, type FakeRun } from './fake-wandb.js';
 import { closedPort, localHistory, metricsLines, trainWithWandb, wandbEnv } from './helpers.js';
 

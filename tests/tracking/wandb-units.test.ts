@@ -2,15 +2,10 @@ import { strict as assert } from 'node:assert';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../../src/core/errors.js';
-import {
-  deriveWandbIdentity,
-  historyRows,
-  parseMetricsJsonl,
-  resolveWandbMode,
-  summarizeHistory,
-  wandbApiKeyAvailable,
-  WandbLogger,
-} from '../../src/trainer/wandb-logger.js';
+import { deriveWandbIdentity, resolveWandbMode, wandbApiKeyAvailable } from '../../src/tracking/identity.js';
+import { WandbLogger } from '../../src/tracking/logger.js';
+import { summarizeHistory } from '../../src/tracking/uploader.js';
+import { historyRows, parseMetricsJsonl } from '../../src/trainer/run-dir.js';
 import { tempDir } from '../helpers/run.js';
 
 describe('W&B logger pieces', () => {

@@ -15,7 +15,7 @@ import type { DataSource, TrainingModule } from '../../src/trainer/interfaces.js
 import { RunDirLogger, type Logger } from '../../src/trainer/loggers.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 import { NonFiniteError, Trainer, type TrainerOptions } from '../../src/trainer/trainer.js';
-import { readWandbRunInfo } from '../../src/trainer/wandb-logger.js';
+import { readWandbRunInfo } from '../../src/tracking/identity.js';
 import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
 import { FakeWandbServer } from '../tracking/fake-wandb.js';
 import { localHistory, metricsLines, trainWithWandb, wandbEnv } from '../tracking/helpers.js';
