@@ -1,3 +1,4 @@
+// Over 400 lines: every layer class (linear, conv, batch/group/layer norm, pooling, containers) with its doc comment; they share the channel checks and the tape helpers.
 /**
  * Basic layers in NHWC layout, with PyTorch's semantics and initialisations: the building
  * blocks of the backbones and heads. Every `forward` returns a new tensor owned by the

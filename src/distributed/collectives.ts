@@ -32,7 +32,7 @@
  * that skips it leaves the others waiting until the group timeout). Inputs must be float32. With no group or a group of one process they are the identity (a clone).
  */
 import { type Tensor, tf } from '../core/tf.js';
-import type { ProcessGroup } from './process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 
 function isSingle(group: ProcessGroup | undefined): group is undefined {
   return group === undefined || group.worldSize === 1;

@@ -2,7 +2,7 @@ import type { Module } from '../core/module.js';
 import { tf, type Tensor } from '../core/tf.js';
 import type { Sampler } from '../data/sampler.js';
 import type { SamplerOptions, Strategy } from '../trainer/strategy.js';
-import type { ProcessGroup } from './process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import { DistributedSampler } from './sampler.js';
 import { convertSyncBatchNorm } from './sync-batchnorm.js';
 

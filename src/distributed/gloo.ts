@@ -27,7 +27,7 @@ import { isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { invalidValue, UserError } from '../core/errors.js';
 import { packageRoot } from '../core/package-root.js';
-import { type ProcessGroup, SingleProcessGroup } from './process-group.js';
+import { type ProcessGroup, SingleProcessGroup } from '../core/process-group.js';
 
 /** Default per-collective timeout: a dead or stuck peer becomes an error after this long. */
 export const DEFAULT_TIMEOUT_MS = 300_000;

@@ -1,4 +1,4 @@
 /** Everything multi-process: process groups (Gloo) and differentiable collectives. */
-export * from './process-group.js';
+export * from '../core/process-group.js';
 export * from './gloo.js';
 export * from './collectives.js';

@@ -7,7 +7,7 @@ import { BatchNorm, type BatchMoments, type BatchNormOptions } from '../core/lay
 import type { Module } from '../core/module.js';
 import { tf, type Tensor } from '../core/tf.js';
 import { allGather } from './collectives.js';
-import type { ProcessGroup } from './process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 
 /**
  * {@link BatchNorm} whose training-mode statistics are those of the global batch over every

@@ -2,7 +2,7 @@
  * The BYOL loss (Grill et al. 2020; solo-learn's `byol_loss_func`, symmetrised).
  */
 import { tf, type Scalar } from '../core/tf.js';
-import type { ProcessGroup } from '../distributed/process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import { batchLayout } from './global-batch.js';
 import { detach } from '../core/ops.js';
 import { checkPair, rowCosine } from './ops.js';

@@ -16,7 +16,7 @@
  * - VICReg: `simWeight` × MSE over its local rows + the global variance and covariance terms.
  */
 import { allGather, allReduceSum } from '../distributed/collectives.js';
-import type { ProcessGroup } from '../distributed/process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import type { tf } from '../core/tf.js';
 
 /** Where this rank's rows sit in the global batch. */

@@ -24,7 +24,7 @@
  */
 import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
-import type { ProcessGroup } from '../distributed/process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import { batchLayout, gatherRows, type BatchLayout } from './global-batch.js';
 import { MASKED_LOGIT } from './nt-xent.js';
 import { checkPair, l2NormalizeRows } from './ops.js';

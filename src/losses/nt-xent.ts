@@ -3,7 +3,7 @@
  */
 import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';
-import type { ProcessGroup } from '../distributed/process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import { batchLayout, gatherRows, type BatchLayout } from './global-batch.js';
 import { ntXentLossTiled } from './nt-xent-tiled.js';
 import { checkPair, l2NormalizeRows } from './ops.js';

@@ -4,7 +4,7 @@
  */
 import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';
-import type { ProcessGroup } from '../distributed/process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import { batchLayout, sumOverRanks, type BatchLayout } from './global-batch.js';
 import { checkPair, diagonal, offDiagonalSumOfSquares } from './ops.js';
 

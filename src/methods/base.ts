@@ -5,7 +5,7 @@ import { tf, type Scalar, type Tensor } from '../core/tf.js';
 import { BatchNorm, LayerNorm, Linear, type NormKind } from '../core/layers.js';
 import type { Layer } from '../core/module.js';
 import type { Backbone } from '../backbones/index.js';
-import type { ProcessGroup } from '../distributed/process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 
 /** Numeric hyperparameters of a method (`temperature`, `projHiddenDim`, ...). */
 export type MethodArgs = Record<string, number>;

@@ -1,7 +1,7 @@
 import type { Module } from '../core/module.js';
 import type { Tensor } from '../core/tf.js';
 import { RandomSampler, type Sampler } from '../data/sampler.js';
-import { SingleProcessGroup, type ProcessGroup } from '../distributed/process-group.js';
+import { SingleProcessGroup, type ProcessGroup } from '../core/process-group.js';
 
 /** What a strategy needs to make the training sampler. */
 export interface SamplerOptions {

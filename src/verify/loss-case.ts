@@ -1,3 +1,4 @@
+// Over 400 lines: the ssl-loss-oracle/1 format in one place: its parser, its validation with field-naming errors, and the evaluation of every loss kind it names.
 /**
  * Loss reference cases, format `ssl-loss-oracle/1` (see docs/loss-case.md): embeddings and
  * the float64 values and gradients of each loss on them, from an independent PyTorch
@@ -8,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { UserError } from '../core/errors.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
-import type { ProcessGroup } from '../distributed/process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import { barlowTwinsLoss } from '../losses/barlow-twins.js';
 import { byolLoss } from '../losses/byol.js';
 import { ntXentLoss } from '../losses/nt-xent.js';

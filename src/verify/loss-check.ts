@@ -13,7 +13,7 @@
  */
 import { UserError } from '../core/errors.js';
 import { checkLossCase, loadLossCase, type LossCase, type LossCaseReport } from './loss-case.js';
-import type { ProcessGroup } from '../distributed/process-group.js';
+import type { ProcessGroup } from '../core/process-group.js';
 
 /** Default relative tolerance of `verify` (1e-4, docs/loss-case.md). */
 export const LOSS_CHECK_TOLERANCE = 1e-4;

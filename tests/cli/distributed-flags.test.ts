@@ -3,12 +3,12 @@ import { strict as assert } from 'node:assert';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { container } from 'tsyringe';
-import { buildConfig } from '../../src/cli/config.js';
-import { runTraining } from '../../src/cli/train.js';
+import { buildConfig } from '../../src/experiment/config.js';
+import { runTraining } from '../../src/experiment/train.js';
 import { UserError } from '../../src/core/errors.js';
 import { DdpStrategy } from '../../src/distributed/ddp.js';
 import { checkRendezvousFlag } from '../../src/distributed/gloo.js';
-import type { ProcessGroup } from '../../src/distributed/process-group.js';
+import type { ProcessGroup } from '../../src/core/process-group.js';
 import { STRATEGY } from '../../src/trainer/strategy.js';
 import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
 

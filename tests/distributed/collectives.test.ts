@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { type Tensor, tf } from '../../src/core/tf.js';
 import { allGather, allReduceSum } from '../../src/distributed/collectives.js';
 import { loadGlooAddon } from '../../src/distributed/gloo.js';
-import { SingleProcessGroup } from '../../src/distributed/process-group.js';
+import { SingleProcessGroup } from '../../src/core/process-group.js';
 import { type GatherProblem, problemData, rankLoss } from './fixtures.js';
 import { expectAllOk, freshDir, relativeError, runRanks } from './helpers.js';
 import { seededFloats } from './io.js';

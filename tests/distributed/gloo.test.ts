@@ -17,7 +17,7 @@ import {
   loadGlooAddon,
   parseRendezvous,
 } from '../../src/distributed/gloo.js';
-import { type ProcessGroup, SingleProcessGroup } from '../../src/distributed/process-group.js';
+import { type ProcessGroup, SingleProcessGroup } from '../../src/core/process-group.js';
 import { expectAllOk, freePort, freshDir, relativeError, runProcess, runRanks } from './helpers.js';
 import { readF32, seededFloats, writeF32 } from './io.js';
 

@@ -20,7 +20,7 @@ import { UserError } from '../../src/core/errors.js';
 import { tf } from '../../src/core/tf.js';
 import { formatLossCaseReport, runLossCaseOnRank } from '../../src/verify/loss-check.js';
 import { loadLossCase, type LossCase, type LossCaseReport } from '../../src/verify/index.js';
-import { SingleProcessGroup } from '../../src/distributed/process-group.js';
+import { SingleProcessGroup } from '../../src/core/process-group.js';
 import { loadGlooAddon } from '../../src/distributed/gloo.js';
 import { EXAMPLE_CASE, FIXTURE_DIR } from '../losses/helpers.js';
 import { expectAllOk, freshDir, runRanks } from './helpers.js';

@@ -15,7 +15,7 @@ import { BatchNorm, Linear, Sequential } from '../../src/core/layers.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { loadGlooAddon } from '../../src/distributed/gloo.js';
-import { SingleProcessGroup } from '../../src/distributed/process-group.js';
+import { SingleProcessGroup } from '../../src/core/process-group.js';
 import { convertSyncBatchNorm, SyncBatchNorm } from '../../src/distributed/sync-batchnorm.js';
 import { expectAllOk, freshDir, runRanks } from './helpers.js';
 import { readF32 } from './io.js';

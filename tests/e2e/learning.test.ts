@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
-import { buildConfig } from '../../src/cli/config.js';
-import { prepareExperiment, runTraining, validationSettings } from '../../src/cli/train.js';
+import { buildConfig } from '../../src/experiment/config.js';
+import { prepareExperiment, runTraining, validationSettings } from '../../src/experiment/train.js';
 import { initEngine } from '../../src/core/engine.js';
 import { SslTask } from '../../src/methods/task.js';
 import { tempDir } from '../helpers/run.js';

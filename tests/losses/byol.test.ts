@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { tf, type Tensor } from '../../src/core/tf.js';
-import { SingleProcessGroup, type ProcessGroup } from '../../src/distributed/process-group.js';
+import { SingleProcessGroup, type ProcessGroup } from '../../src/core/process-group.js';
 import { byolLoss } from '../../src/losses/index.js';
 import { gradCheck, randn, rowsOf, Rng, useCpuEngine } from './helpers.js';
 

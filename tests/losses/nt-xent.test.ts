@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { tf } from '../../src/core/tf.js';
-import type { ProcessGroup } from '../../src/distributed/process-group.js';
-import { SingleProcessGroup } from '../../src/distributed/process-group.js';
+import type { ProcessGroup } from '../../src/core/process-group.js';
+import { SingleProcessGroup } from '../../src/core/process-group.js';
 import {
   batchLayout,
   MASKED_LOGIT,

@@ -1,8 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildConfig, type TrainConfigInput } from '../../src/cli/config.js';
-import { runTraining } from '../../src/cli/train.js';
+import { buildConfig, type TrainConfigInput } from '../../src/experiment/config.js';
+import { runTraining } from '../../src/experiment/train.js';
 import { tf } from '../../src/core/tf.js';
 import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
 import type { Callback } from '../../src/trainer/callbacks.js';

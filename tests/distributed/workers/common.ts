@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createProcessGroup } from '../../../src/distributed/gloo.js';
-import type { ProcessGroup } from '../../../src/distributed/process-group.js';
+import type { ProcessGroup } from '../../../src/core/process-group.js';
 
 /** What every worker gets from the test. */
 export interface BaseSpec {

@@ -6,7 +6,7 @@
  * negative controls (they live here, in the tests, never in src).
  */
 import { type Scalar, type Tensor, tf } from '../../../src/core/tf.js';
-import type { ProcessGroup } from '../../../src/distributed/process-group.js';
+import type { ProcessGroup } from '../../../src/core/process-group.js';
 import { Rng } from '../../../src/core/random.js';
 import {
   barlowTwinsLoss,

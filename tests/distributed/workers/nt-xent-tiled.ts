@@ -7,7 +7,7 @@
 import { initEngine } from '../../../src/core/engine.js';
 import { tf, type Tensor } from '../../../src/core/tf.js';
 import { ntXentLoss } from '../../../src/losses/index.js';
-import type { ProcessGroup } from '../../../src/distributed/process-group.js';
+import type { ProcessGroup } from '../../../src/core/process-group.js';
 import { type BaseSpec, joinGroup, readArgs, run } from './common.js';
 import { globalViews, type TiledProblem } from './nt-xent-tiled-problems.js';
 

@@ -5,7 +5,7 @@
  */
 import { Rng } from '../../../src/core/random.js';
 import { type Scalar, type Tensor, tf } from '../../../src/core/tf.js';
-import type { ProcessGroup } from '../../../src/distributed/process-group.js';
+import type { ProcessGroup } from '../../../src/core/process-group.js';
 
 /** One SyncBatchNorm problem: per-rank input shape `[B, ...spatial, C]`. */
 export interface BnProblem {

@@ -7,7 +7,7 @@
  */
 import type { Tensor, Tensor2D } from '../../../src/core/tf.js';
 import { main } from '../../../src/cli/main.js';
-import type { ProcessGroup } from '../../../src/distributed/process-group.js';
+import type { ProcessGroup } from '../../../src/core/process-group.js';
 import { ntXentLoss } from '../../../src/losses/index.js';
 import type { SslLossOutput } from '../../../src/methods/base.js';
 import { registerMethod } from '../../../src/methods/registry.js';

@@ -6,7 +6,7 @@ import { DdpStrategy } from '../distributed/ddp.js';
 import { createProcessGroup } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { formatLossCaseReport, runLossCaseOnRank } from '../verify/loss-check.js';
-import { SingleProcessGroup, type ProcessGroup } from '../distributed/process-group.js';
+import { SingleProcessGroup, type ProcessGroup } from '../core/process-group.js';
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
 import type { TrainerOptimizer } from '../trainer/interfaces.js';

@@ -4,7 +4,9 @@
  * return new arrays. Every rank must issue the same collectives in the same order.
  *
  * Only `src/distributed` knows how a group is made; the rest of the code takes an
- * optional `ProcessGroup` and treats `undefined` (or world size 1) as one process.
+ * optional `ProcessGroup` and treats `undefined` (or world size 1) as one process. The
+ * interface lives in `src/core` so that the trainer, the losses and `src/distributed` all
+ * depend on it without depending on each other both ways.
  */
 export interface ProcessGroup {
   readonly rank: number;
