@@ -51,9 +51,11 @@ describe('data-parallel training equals one process on the global batch', functi
   // float32 round-off flips ReLUs here, so this is where a fixed 1e-5 tolerance failed.
   for (const method of ['simclr', 'barlow_twins', 'byol']) {
     it(`${method}: ssl-train verify --devices 2 passes with all defaults`, () => {
-      const { status, stdout, stderr } = runCli(['verify', '--method', method, '--devices', '2'], 240_000);
+      const { status, stdout, stderr } = runCli(['verify', '--method', method, '--devices', '2'], 300_000);
       assert.equal(status, 0, stdout + stderr);
-      assert.match(stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
+      const verdict = /PASSED: the worst difference is [0-9.]+ of its bound/.exec(stdout);
+      assert.ok(verdict, stdout);
+      console.log(`      ${method}, 2 ranks, defaults: ${verdict[0]}`);
     });
   }
 
