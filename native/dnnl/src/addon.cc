@@ -5,7 +5,8 @@
 #include <malloc.h>
 #include <napi.h>
 
-#include "cpu_ops.h"
+#include "cpu_ops_bindings.h"
+#include "measure_ghz.h"
 #include "ops.h"
 
 namespace {
@@ -167,8 +168,15 @@ Napi::Value TuneMalloc(const Napi::CallbackInfo& info) {
   return arr;
 }
 
+// measureGhz(seconds = 0.2) -> the clock rate of this core in GHz (scripts/bench/kernels.ts)
+Napi::Value MeasureGhz(const Napi::CallbackInfo& info) {
+  const double seconds = info.Length() > 0 ? info[0].As<Napi::Number>().DoubleValue() : 0.2;
+  return Napi::Number::New(info.Env(), sz::measureGhz(seconds));
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("tuneMalloc", Napi::Function::New(env, TuneMalloc));
+  exports.Set("measureGhz", Napi::Function::New(env, MeasureGhz));
   exports.Set("matmul", Napi::Function::New(env, Matmul));
   exports.Set("conv2d", Napi::Function::New(env, Conv2d));
   exports.Set("conv2dBackpropInput", Napi::Function::New(env, Conv2dBackpropInput));

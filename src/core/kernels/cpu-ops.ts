@@ -1,8 +1,9 @@
 /**
  * Native element-wise (with broadcasting), reduction, tile/transpose, batch-norm and pooling
- * kernels: plain OpenMP loops in the addon (native/dnnl/src/cpu_ops.cc). The JS versions of
- * the broadcasting binary ops, of reductions over leading axes (which transpose first) and
- * of tile cost about 100 ns per element, which dominates a batch-norm network's step.
+ * kernels: plain OpenMP loops in the addon (native/dnnl/src/cpu_ops_bindings.cc and the kernel
+ * files it calls). The JS versions of the broadcasting binary ops, of reductions over leading
+ * axes (which transpose first) and of tile cost about 100 ns per element, which dominates a
+ * batch-norm network's step.
  * Only float32 tensors are handled; anything else goes to the JS kernel.
  */
 import { tf } from '../tf.js';
@@ -10,7 +11,7 @@ import { f32, outputArray, sizeOf, type CpuBackend, type DnnlAddon, type KernelA
 
 type TensorInfo = tf.TensorInfo;
 
-/** The cpu_ops part of the addon (see native/dnnl/src/cpu_ops.cc). */
+/** The cpu_ops part of the addon (see native/dnnl/src/cpu_ops_bindings.cc). */
 interface CpuOpsAddon {
   binary(op: number, a: Float32Array, b: Float32Array, out: Float32Array, shape: Int32Array, aStrides: Int32Array, bStrides: Int32Array): void;
   unary(op: number, x: Float32Array, out: Float32Array, alpha: number): void;

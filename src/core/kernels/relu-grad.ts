@@ -13,7 +13,7 @@ interface BinaryAddon {
   binary(op: number, a: Float32Array, b: Float32Array, out: Float32Array, shape: Int32Array, aStrides: Int32Array, bStrides: Int32Array): void;
 }
 
-const RELU_GRAD_OP = 7; // kReluGrad in native/dnnl/src/cpu_ops.cc
+const RELU_GRAD_OP = 7; // kReluGrad in native/dnnl/src/elementwise.h
 
 /** `SslZooReluGrad`: inputs `dy`, `x` (same shape, float32) -> `dy * step(x)`. */
 export const reluGradKernel: NativeKernel = {
