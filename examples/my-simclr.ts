@@ -15,7 +15,7 @@ export class MySimCLR extends SimCLR {
   static override readonly defaultArgs = { ...SimCLR.defaultArgs, varianceWeight: 1.0 };
 
   override embeddingLoss([z1, z2]: Tensor[]): SslLossOutput {
-    const contrastive = ntXentLoss(z1 as Tensor2D, z2 as Tensor2D, { temperature: this.args.temperature }, this.group);
+    const contrastive = ntXentLoss(z1 as Tensor2D, z2 as Tensor2D, { temperature: this.args.temperature });
     // Hinge on the per-dimension standard deviation of each view (local batch).
     const variance = tf.add(hingeStd(z1 as Tensor2D), hingeStd(z2 as Tensor2D)) as Scalar;
     return {

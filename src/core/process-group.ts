@@ -40,3 +40,44 @@ export class SingleProcessGroup implements ProcessGroup {
   barrier(): void {}
   close(): void {}
 }
+
+/**
+ * The group a batch-coupled loss runs over when it is not given one (PyTorch's default
+ * process group, scoped). A method's training step sets it around its coupled loss
+ * ({@link withProcessGroup}), so losses reach the trainer's group without any method
+ * passing it by hand. Undefined outside such a scope.
+ */
+let scoped: ProcessGroup | undefined;
+
+/**
+ * Size of the job this process belongs to, recorded when a multi-process group is created
+ * (see {@link recordJobSize}). A coupled loss that finds no group while this is above 1 is
+ * a bug (it would silently use the local batch), and it says so.
+ */
+let jobSize = 1;
+
+/** Runs `fn` (synchronous) with `group` as the scoped group of coupled losses. */
+export function withProcessGroup<T>(group: ProcessGroup | undefined, fn: () => T): T {
+  const outer = scoped;
+  scoped = group;
+  try {
+    return fn();
+  } finally {
+    scoped = outer;
+  }
+}
+
+/** The scoped group (see {@link withProcessGroup}), else undefined. */
+export function scopedProcessGroup(): ProcessGroup | undefined {
+  return scoped;
+}
+
+/** Records that this process is one of `worldSize` ranks (1 when its group closes). */
+export function recordJobSize(worldSize: number): void {
+  jobSize = worldSize;
+}
+
+/** How many ranks this process's job has (1 unless a multi-process group is open). */
+export function jobWorldSize(): number {
+  return jobSize;
+}

@@ -27,7 +27,7 @@ import { isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { invalidValue, UserError } from '../core/errors.js';
 import { packageRoot } from '../core/package-root.js';
-import { type ProcessGroup, SingleProcessGroup } from '../core/process-group.js';
+import { recordJobSize, type ProcessGroup, SingleProcessGroup } from '../core/process-group.js';
 
 /** Default per-collective timeout: a dead or stuck peer becomes an error after this long. */
 export const DEFAULT_TIMEOUT_MS = 300_000;
@@ -282,6 +282,7 @@ export class GlooProcessGroup implements ProcessGroup {
     this.rank = native.rank;
     this.worldSize = native.size;
     this.timeoutMs = timeoutMs;
+    recordJobSize(this.worldSize);
   }
 
   private ctx(op: string): NativeGlooContext {
@@ -328,6 +329,7 @@ export class GlooProcessGroup implements ProcessGroup {
 
   /** Closes the connections; further collectives throw. Idempotent. */
   close(): void {
+    if (this.native) recordJobSize(1);
     this.native?.close();
     this.native = undefined;
   }

@@ -16,11 +16,11 @@ import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
 import { hasBatchNorm, type BaseMethod, type MethodArgs } from '../methods/base.js';
 import { getMethodClass, resolveMethodArgs, type MethodClass } from '../methods/registry.js';
 import { SslTask, type OptimSettings, type ValidationSettings } from '../methods/task.js';
-import { ProgressBar } from '../trainer/callbacks.js';
+import { CALLBACK, ProgressBar, type Callback } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
 import { LOGGER, RunDirLogger, type Logger } from '../trainer/loggers.js';
 import { parseTags, WandbLogger } from '../tracking/index.js';
-import { SingleDeviceStrategy, STRATEGY, type Strategy } from '../trainer/strategy.js';
+import { PROCESS_GROUP, SingleDeviceStrategy, STRATEGY, type Strategy } from '../trainer/strategy.js';
 import { DdpStrategy } from '../distributed/ddp.js';
 import { createProcessGroup, isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
@@ -37,11 +37,15 @@ export interface TrainingRun {
 /** Extra wiring for library users and tests. */
 export interface RunOptions {
   /**
-   * Where to resolve the strategy and loggers from (a child is made; default the global
-   * container). A registered STRATEGY is used instead of the one the config implies.
+   * The composition root's parent (a child container is made per run; default the global
+   * container). Registrations there take part in the run: a STRATEGY is used instead of the
+   * one the config implies; LOGGERs replace the default run-directory logger (register a
+   * `RunDirLogger` too to keep it); CALLBACKs run after the built-in progress display. The
+   * run registers its PROCESS_GROUP (the strategy's group), STRATEGY and TRAINER_OPTIONS in
+   * the child and resolves the {@link Trainer} from it.
    */
   container?: DependencyContainer;
-  /** Replaces the progress display (e.g. none in tests). */
+  /** Replaces the built-in progress display (e.g. none in tests). */
   callbacks?: TrainerOptions['callbacks'];
   /** This process's place in a multi-process job (set by the launcher's environment). */
   worker?: WorkerEnv;
@@ -197,7 +201,7 @@ export function prepareExperiment(config: TrainConfig): Experiment {
  * chunked backward cannot reproduce it. Refused unless the user accepts per-chunk
  * statistics, which prints a warning.
  */
-function checkGradCache(config: TrainConfig, method: BaseMethod, printWarning: boolean): void {
+export function checkGradCache(config: TrainConfig, method: BaseMethod, printWarning: boolean): void {
   if (config.gradCacheChunk === undefined) return;
   if (!method.splitsLoss) {
     throw new UserError(`--grad-cache-chunk: method '${config.method}' overrides sslLoss(); split it into embed() and embeddingLoss() to use the gradient cache`);
@@ -253,7 +257,6 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const localBatch = localBatchSize(config, worldSize, train.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   const method = experiment.createMethod();
-  method.group = strategy.group;
   checkGradCache(config, method, strategy.isGlobalZero);
   const loader = new MultiViewLoader({
     dataset: train,
@@ -289,6 +292,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     gitCommit: gitCommit(),
   };
   scope.registerInstance(STRATEGY, strategy);
+  scope.registerInstance(PROCESS_GROUP, strategy.group);
   if (!scope.isRegistered(LOGGER, true)) scope.registerInstance(LOGGER, new RunDirLogger(runDir));
   if (config.logger === 'wandb' || config.wandbProject !== undefined) {
     // A local registration hides the parent's loggers: keep the ones the caller registered.
@@ -309,7 +313,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     runDir,
     resume: config.resume,
     config: resolved,
-    callbacks: options.callbacks ?? [new ProgressBar(config.epochs)],
+    callbacks: [...(options.callbacks ?? [new ProgressBar(config.epochs)]), ...(scope.isRegistered(CALLBACK, true) ? scope.resolveAll<Callback>(CALLBACK) : [])],
   };
   scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
   let stoppedTogether = false;

@@ -10,8 +10,11 @@ import { SingleProcessGroup, type ProcessGroup } from '../core/process-group.js'
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
 import type { TrainerOptimizer } from '../trainer/interfaces.js';
+import { accumulateBatch, applyStep, type Accumulated } from '../trainer/step.js';
+import { SingleDeviceStrategy, type Strategy } from '../trainer/strategy.js';
+import { invalidValue } from '../core/errors.js';
 import type { TrainConfig } from './config.js';
-import { localBatchSize, prepareExperiment } from './train.js';
+import { checkGradCache, localBatchSize, prepareExperiment } from './train.js';
 import { gradientDifference, permuteRows, perturbByOneUlp, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from '../verify/roundoff.js';
 import { Rng } from '../core/random.js';
 import { writeNpy } from '../core/npy.js';
@@ -70,26 +73,26 @@ interface StepResult {
   grads: Record<string, Float32Array>;
 }
 
-/** One optimizer step of `task` on `batch`; returns its method loss and the gradients it applied. */
-function step(task: SslTask, optimizer: TrainerOptimizer, batch: MultiViewBatch, reduce: (g: Record<string, Tensor>) => Record<string, Tensor>): StepResult {
+/**
+ * One optimizer step of `task` as the trainer runs it (src/trainer/step.ts): the gradients of
+ * `batches` (the step's micro-batches; the gradient cache when the task has one) summed on
+ * this rank, averaged, synced once through `strategy`, applied. Returns the loss (mean over
+ * micro-batches and ranks) and the gradients the optimizer applied, by parameter name.
+ */
+function step(task: SslTask, optimizer: TrainerOptimizer, batches: MultiViewBatch[], strategy: Strategy): StepResult {
   const variables = task.method.trainableParameters();
-  let loss = 0;
-  const { value, grads } = tf.variableGrads(() => {
-    const out = task.trainingStep(batch);
-    loss = out.metrics.loss.dataSync()[0];
-    tf.dispose(Object.values(out.metrics));
-    return out.loss;
-  }, variables);
-  value.dispose();
-  const applied = reduce(grads);
-  optimizer.step(applied);
-  const byName: Record<string, Float32Array> = {};
-  for (const [name, v] of task.method.namedParameters()) {
-    const g = applied[(v as Variable).name];
-    if (g) byName[name] = Float32Array.from(g.dataSync() as Float32Array);
-  }
-  tf.dispose([...new Set([...Object.values(grads), ...Object.values(applied)])]);
-  return { loss, grads: byName };
+  let acc: Accumulated | undefined;
+  for (const batch of batches) acc = accumulateBatch(task, batch, variables, acc);
+  const names = new Map(task.method.namedParameters().map(([name, v]) => [v.name, name]));
+  const grads: Record<string, Float32Array> = {};
+  const inspect = (applied: Record<string, Tensor>) => {
+    for (const [id, g] of Object.entries(applied)) {
+      const name = names.get(id);
+      if (name) grads[name] = Float32Array.from(g.dataSync() as Float32Array);
+    }
+  };
+  const { reduced } = applyStep(strategy, optimizer, acc!, variables, () => {}, () => 0, inspect);
+  return { loss: reduced.loss, grads };
 }
 
 function stateArrays(method: BaseMethod): Record<string, Float32Array | Int32Array> {
@@ -144,6 +147,9 @@ interface OneProcessRun {
  */
 export async function runVerify(config: TrainConfig, options: VerifyOptions, worker?: WorkerEnv): Promise<VerifyResult | undefined> {
   const { steps, tolerance, roundoffFactor } = options;
+  if (options.dump && config.accumulateGradBatches > 1) {
+    throw invalidValue('--dump', options.dump, 'used with --accumulate-grad-batches 1 (a dump holds one batch per step)');
+  }
   await initEngine(config.backend);
   const experiment = prepareExperiment(config);
   const group = await processGroup(worker, config.timeout * 1000);
@@ -154,16 +160,19 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   const schedule = { totalSteps: steps, stepsPerEpoch: steps };
   const loaderFor = (batchSize: number, sampler: MultiViewLoader['sampler']) =>
     new MultiViewLoader({ dataset: experiment.train, views: experiment.views, batchSize, sampler, seed: config.seed, dropLast: true, workers: 0 });
+  const single = new SingleDeviceStrategy();
   const oneProcessRun = (): OneProcessRun => {
     const method = experiment.createMethod();
-    const task = new SslTask(method, optim);
+    const task = new SslTask(method, optim, undefined, config.gradCacheChunk);
+    task.setup({ group: single.group });
     return { method, task, optimizer: task.configureOptimizers(schedule).optimizer };
   };
 
   const distributed = experiment.createMethod();
-  distributed.group = group;
+  checkGradCache(config, distributed, group.rank === 0);
   strategy.setup(distributed);
-  const ddpTask = new SslTask(distributed, optim);
+  const ddpTask = new SslTask(distributed, optim, undefined, config.gradCacheChunk);
+  ddpTask.setup({ group });
   const ddpOptimizer = ddpTask.configureOptimizers(schedule).optimizer;
   const ddpLoader = loaderFor(localBatch, strategy.sampler({ length: experiment.train.length, seed: config.seed, localBatch, dropLast: true }));
 
@@ -172,26 +181,36 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   twins.forEach((twin, t) => perturbState(twin.method, t + 1));
   const referenceLoader = reference ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
   const perEpoch = ddpLoader.numBatches();
+  const accumulate = config.accumulateGradBatches;
+  /** The micro-batches of optimizer step `s` (0-based) from `loader`. */
+  const stepBatches = async (loader: MultiViewLoader, s: number): Promise<MultiViewBatch[]> => {
+    const out: MultiViewBatch[] = [];
+    for (let j = 0; j < accumulate; j++) {
+      const b = s * accumulate + j;
+      out.push(await firstBatch(loader, Math.floor(b / perEpoch), b % perEpoch));
+    }
+    return out;
+  };
   const results: VerifyStep[] = [];
   let initialState: Record<string, Float32Array | Int32Array> = {};
   try {
     for (let s = 0; s < steps; s++) {
-      const epoch = Math.floor(s / perEpoch);
+      const progress = { epoch: Math.floor((s * accumulate) / perEpoch), step: s + 1, batchInEpoch: 0, totalSteps: steps };
       if (s === 0 && reference) initialState = stateArrays(reference.method);
       const stateBefore = options.dump && reference ? { one: stateArrays(reference.method), ranks: stateArrays(distributed) } : undefined;
-      const ddpOut = step(ddpTask, ddpOptimizer, await firstBatch(ddpLoader, epoch, s % perEpoch), (g) => strategy.reduceGradients(g, distributed.trainableParameters()));
-      distributed.onTrainBatchEnd({ step: s + 1, totalSteps: steps });
-      const meanLoss = strategy.reduceMetrics({ loss: ddpOut.loss }).loss;
+      const ddpOut = step(ddpTask, ddpOptimizer, await stepBatches(ddpLoader, s), strategy);
+      ddpTask.onTrainBatchEnd(progress);
+      const meanLoss = ddpOut.loss;
       if (!reference || !referenceLoader) continue;
-      const batch = await firstBatch(referenceLoader, epoch, s % perEpoch);
-      const run = (r: OneProcessRun, b: MultiViewBatch) => {
-        const out = step(r.task, r.optimizer, b, (g) => g);
-        r.method.onTrainBatchEnd({ step: s + 1, totalSteps: steps });
+      const batches = await stepBatches(referenceLoader, s);
+      const run = (r: OneProcessRun, b: MultiViewBatch[]) => {
+        const out = step(r.task, r.optimizer, b, single);
+        r.task.onTrainBatchEnd(progress);
         return { ...out, state: stateArrays(r.method) };
       };
-      const refOut = run(reference, batch);
-      const twinOuts = twins.map((twin, t) => run(twin, twinBatch(batch, (s + 1) * ROUNDOFF_TWINS + t)));
-      if (options.dump && stateBefore) dumpStep(join(options.dump, `step-${s + 1}`), stateBefore, batch, refOut, ddpOut, meanLoss, reference.method);
+      const refOut = run(reference, batches);
+      const twinOuts = twins.map((twin, t) => run(twin, batches.map((b, j) => twinBatch(b, ((s + 1) * ROUNDOFF_TWINS + t) * accumulate + j))));
+      if (options.dump && stateBefore) dumpStep(join(options.dump, `step-${s + 1}`), stateBefore, batches[0]!, refOut, ddpOut, meanLoss, reference.method);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
       const lossRoundoff = roundoff((o) => scalarDifference(o.loss, refOut.loss));
       const gradientsRoundoff = roundoff((o) => gradientDifference(o.grads, refOut.grads).value);

@@ -16,7 +16,7 @@
  * - VICReg: `simWeight` × MSE over its local rows + the global variance and covariance terms.
  */
 import { allGather, allReduceSum } from '../distributed/collectives.js';
-import type { ProcessGroup } from '../core/process-group.js';
+import { jobWorldSize, scopedProcessGroup, type ProcessGroup } from '../core/process-group.js';
 import type { tf } from '../core/tf.js';
 
 /** Where this rank's rows sit in the global batch. */
@@ -36,8 +36,18 @@ export interface BatchLayout {
 /**
  * The layout of a batch of `localBatch` rows per view on this rank (every rank must pass the
  * same B: the sampler makes per-rank batches equal). `fn` names the caller in messages.
+ * The group is `explicit` if given, else the one a method's training step scopes
+ * (`withProcessGroup`, set by BaseMethod around its coupled loss), else one process; in a
+ * multi-rank job a coupled loss with neither is refused rather than silently local.
  */
-export function batchLayout(fn: string, localBatch: number, group: ProcessGroup | undefined): BatchLayout {
+export function batchLayout(fn: string, localBatch: number, explicit: ProcessGroup | undefined): BatchLayout {
+  const group = explicit ?? scopedProcessGroup();
+  if (!group && jobWorldSize() > 1) {
+    throw new Error(
+      `${fn}: called without a process group in a ${jobWorldSize()}-rank job, so it would use this rank's batch only; ` +
+        "compute it inside the method's embeddingLoss (the trainer's step scopes the group) or pass the group (a SingleProcessGroup for a local value)",
+    );
+  }
   const worldSize = group?.worldSize ?? 1;
   const rank = group?.rank ?? 0;
   if (!(Number.isInteger(worldSize) && worldSize >= 1 && Number.isInteger(rank) && rank >= 0 && rank < worldSize)) {

@@ -30,7 +30,7 @@ export class BarlowTwins extends BaseMethod {
 
   override embeddingLoss([z1, z2]: Tensor[]): SslLossOutput {
     return {
-      loss: barlowTwinsLoss(z1 as Tensor2D, z2 as Tensor2D, { lambd: this.args.lambd, scale: this.args.scaleLoss }, this.group),
+      loss: barlowTwinsLoss(z1 as Tensor2D, z2 as Tensor2D, { lambd: this.args.lambd, scale: this.args.scaleLoss }),
       embeddings: z1,
     };
   }

@@ -5,7 +5,7 @@ import { tf, type Scalar, type Tensor } from '../core/tf.js';
 import { BatchNorm, LayerNorm, Linear, type NormKind } from '../core/layers.js';
 import type { Layer } from '../core/module.js';
 import type { Backbone } from '../backbones/index.js';
-import type { ProcessGroup } from '../core/process-group.js';
+import { jobWorldSize, withProcessGroup, type ProcessGroup } from '../core/process-group.js';
 
 /** Numeric hyperparameters of a method (`temperature`, `projHiddenDim`, ...). */
 export type MethodArgs = Record<string, number>;
@@ -63,9 +63,16 @@ export interface OptimDefaults {
  * the labels leaking into the representation. Its cross-entropy is added to the method's
  * loss; its parameters form their own optimizer group (own lr, no weight decay).
  *
- * Subclasses implement {@link sslLoss}; momentum methods extend {@link MomentumMethod}.
- * Methods never gather across processes: losses that need the global batch take
- * {@link group} and gather inside.
+ * Subclasses implement {@link embed} and {@link embeddingLoss} (or override
+ * {@link sslLoss}); momentum methods extend {@link MomentumMethod}. Methods never gather
+ * across processes and never handle the process group: the trainer hands it over with
+ * {@link setup}, and every loss computed inside {@link embeddingLoss} / {@link sslLoss} runs
+ * over it (it is scoped around them, see {@link coupledLoss}), so a loss called there with no
+ * group argument still uses the global batch.
+ *
+ * One training step is built from three parts, which the plain step ({@link trainingStep}),
+ * the gradient cache and `verify` share: per-sample {@link embed}, the batch-coupled
+ * {@link coupledLoss}, and the online classifier's {@link classifierTerms}.
  */
 export abstract class BaseMethod extends Module {
   /** Hyperparameters and their defaults; `--method-arg name=value` overrides them. */
@@ -80,8 +87,7 @@ export abstract class BaseMethod extends Module {
   readonly args: MethodArgs;
   /** Normalisation used by the heads. */
   readonly norm: NormKind;
-  /** The process group the losses gather over; set by the training strategy. */
-  group: ProcessGroup | undefined;
+  private processGroup: ProcessGroup | undefined;
 
   constructor(ctx: MethodContext) {
     super();
@@ -89,6 +95,19 @@ export abstract class BaseMethod extends Module {
     this.norm = ctx.norm ?? 'batch';
     this.backbone = this.addModule('backbone', ctx.createBackbone(ctx.rng));
     this.classifier = this.addModule('classifier', new Linear(this.backbone.featureDim, ctx.numClasses, { rng: ctx.rng }));
+  }
+
+  /**
+   * Hands the method the process group its coupled losses run over (the trainer calls it
+   * after the strategy set the model up; one process: a group of one).
+   */
+  setup({ group }: { group: ProcessGroup }): void {
+    this.processGroup = group;
+  }
+
+  /** The group given to {@link setup} (undefined before). */
+  get group(): ProcessGroup | undefined {
+    return this.processGroup;
   }
 
   /** Backbone features of images: `[B, H, W, C] -> [B, F]`. */
@@ -109,10 +128,41 @@ export abstract class BaseMethod extends Module {
 
   /**
    * The method's objective: {@link embeddingLoss} of {@link embed}. A subclass may override
-   * this instead of the two parts, but then the gradient cache cannot split it.
+   * this instead of the two parts, but then the gradient cache cannot split it. Runs with
+   * the group scoped, like {@link coupledLoss}.
    */
   protected sslLoss(features: Tensor[], views: Tensor[]): SslLossOutput {
     return this.embeddingLoss(this.embed(features, views));
+  }
+
+  /**
+   * {@link embeddingLoss} over the process group from {@link setup}: the losses it calls
+   * gather over that group without being passed it. In a multi-rank job, a method that was
+   * never set up is an error, not a silently local loss.
+   */
+  coupledLoss(embeddings: Tensor[]): SslLossOutput {
+    return this.inGroup(() => this.embeddingLoss(embeddings));
+  }
+
+  private inGroup<T>(fn: () => T): T {
+    if (!this.processGroup && jobWorldSize() > 1) {
+      throw new Error(
+        `${this.constructor.name}: its loss couples the samples of the batch but the method was not set up with the process group of this ${jobWorldSize()}-rank job (method.setup({ group }); the trainer does it)`,
+      );
+    }
+    return withProcessGroup(this.processGroup, fn);
+  }
+
+  /**
+   * The online classifier's terms on detached `features` (one `[B, F]` per view) against
+   * `labels` `[B]` (repeated per view): its cross-entropy `class_loss` (mean over the rows)
+   * and top-1/top-5 accuracy `acc1`, `acc5`.
+   */
+  classifierTerms(features: Tensor[], labels: Tensor): { class_loss: Scalar; acc1: Scalar; acc5: Scalar } {
+    const logits = this.classifier.forward(detach(tf.concat(features, 0)));
+    const repeated = tf.tile(labels, [features.length]);
+    const { top1, top5 } = accuracy(logits, repeated);
+    return { class_loss: crossEntropy(logits, repeated), acc1: top1, acc5: top5 };
   }
 
   /** Whether {@link sslLoss} is the split form the gradient cache needs. */
@@ -127,19 +177,10 @@ export abstract class BaseMethod extends Module {
    */
   trainingStep(views: Tensor[], labels: Tensor): StepOutput {
     const features = views.map((v) => this.features(v));
-    const { loss: sslLoss, terms = {}, embeddings } = this.sslLoss(features, views);
-    const logits = this.classifier.forward(detach(tf.concat(features, 0)));
-    const repeated = tf.tile(labels, [views.length]);
-    const classLoss = crossEntropy(logits, repeated);
-    const { top1, top5 } = accuracy(logits, repeated);
-    const total = tf.add(sslLoss, classLoss) as Scalar;
-    const metrics: Record<string, Scalar> = {
-      loss: sslLoss,
-      class_loss: classLoss,
-      acc1: top1,
-      acc5: top5,
-      ...terms,
-    };
+    const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views));
+    const classifier = this.classifierTerms(features, labels);
+    const total = tf.add(sslLoss, classifier.class_loss) as Scalar;
+    const metrics: Record<string, Scalar> = { loss: sslLoss, ...classifier, ...terms };
     if (embeddings) metrics.embedding_std = embeddingStd(embeddings);
     for (const m of Object.values(metrics)) tf.keep(m);
     return { loss: total, metrics };

@@ -54,7 +54,7 @@ export class BYOL extends MomentumMethod {
   }
 
   override embeddingLoss([p1, p2, t1, t2]: Tensor[]): SslLossOutput {
-    return { loss: byolLoss(p1 as Tensor2D, p2 as Tensor2D, t1 as Tensor2D, t2 as Tensor2D, this.group), embeddings: p1 };
+    return { loss: byolLoss(p1 as Tensor2D, p2 as Tensor2D, t1 as Tensor2D, t2 as Tensor2D), embeddings: p1 };
   }
 }
 

@@ -1,7 +1,7 @@
 import { withoutGradientTape } from '../core/layers.js';
-import { addInto, detach } from '../core/ops.js';
+import { addInto } from '../core/ops.js';
 import { tf, type Scalar, type Tensor, type Variable } from '../core/tf.js';
-import { accuracy, crossEntropy, embeddingStd, type BaseMethod } from './base.js';
+import { embeddingStd, type BaseMethod } from './base.js';
 
 /** Gradients (keyed by variable name, this rank only) and metrics of one batch. */
 export interface BatchGradients {
@@ -59,7 +59,7 @@ export function gradCacheGradients(method: BaseMethod, views: Tensor[], labels: 
   const lossGradients = (lastEmbeddings: Tensor[]): void => {
     const embeddings = lastEmbeddings.map((e, k) => tf.concat([...cached.map((c) => c[k]), e], 0));
     const { value, grads } = tf.valueAndGrads((...inputs: Tensor[]) => {
-      const out = method.embeddingLoss(inputs);
+      const out = method.coupledLoss(inputs);
       for (const [name, t] of Object.entries(out.terms ?? {})) metrics[name] = t.dataSync()[0];
       return out.loss;
     })(embeddings);
@@ -82,15 +82,12 @@ export function gradCacheGradients(method: BaseMethod, views: Tensor[], labels: 
       embeddings.forEach((e, k) => {
         objective = tf.add(objective, tf.sum(tf.mul(e, tf.slice(embeddingGrads[k], start, size))));
       });
-      const logits = method.classifier.forward(detach(tf.concat(features, 0)));
-      const chunkLabels = tf.tile(tf.slice(labels, start, size), [views.length]);
-      const ce = crossEntropy(logits, chunkLabels);
-      const { top1, top5 } = accuracy(logits, chunkLabels);
+      const terms = method.classifierTerms(features, tf.slice(labels, start, size));
       const weight = (views.length * size) / samples;
-      classifier.class_loss += ce.dataSync()[0] * weight;
-      classifier.acc1 += top1.dataSync()[0] * weight;
-      classifier.acc5 += top5.dataSync()[0] * weight;
-      return tf.add(objective, tf.mul(ce, weight)) as Scalar;
+      classifier.class_loss += terms.class_loss.dataSync()[0] * weight;
+      classifier.acc1 += terms.acc1.dataSync()[0] * weight;
+      classifier.acc5 += terms.acc5.dataSync()[0] * weight;
+      return tf.add(objective, tf.mul(terms.class_loss, weight)) as Scalar;
     }, variables);
     value.dispose();
     addInto(total, grads);

@@ -34,7 +34,7 @@ export class SimCLR extends BaseMethod {
 
   override embeddingLoss([z1, z2]: Tensor[]): SslLossOutput {
     return {
-      loss: ntXentLoss(z1 as Tensor2D, z2 as Tensor2D, { temperature: this.args.temperature }, this.group),
+      loss: ntXentLoss(z1 as Tensor2D, z2 as Tensor2D, { temperature: this.args.temperature }),
       embeddings: z1,
     };
   }

@@ -8,6 +8,7 @@ import { createOptimizer, scaleLearningRate, splitWeightDecay, toNamedParams, Wa
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
 import { accuracy, type BaseMethod } from './base.js';
 import { gradCacheGradients } from './grad-cache.js';
+import type { ProcessGroup } from '../core/process-group.js';
 
 /** Optimisation settings of a run (lrs are per 256 samples, as in solo-learn). */
 export interface OptimSettings {
@@ -107,6 +108,11 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
       },
     };
     return { optimizer, scheduler };
+  }
+
+  /** Hands the process group to the method (its coupled losses and validation run over it). */
+  setup(context: { group: ProcessGroup }): void {
+    this.method.setup(context);
   }
 
   onTrainBatchEnd(progress: Progress): void {

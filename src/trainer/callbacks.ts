@@ -1,7 +1,10 @@
 import cliProgress from 'cli-progress';
 import type { Progress } from './interfaces.js';
 
-/** Hooks into the fit loop (Lightning's callbacks). All are optional. */
+/** Injection token of user {@link Callback}s (register any number; they run after the built-in ones). */
+export const CALLBACK = Symbol.for('ssl-zoo.Callback');
+
+/** Hooks into the fit loop (Lightning's callbacks), all optional; only rank 0 runs them. */
 export interface Callback {
   onFitStart?(progress: Progress): void;
   onTrainBatchEnd?(progress: Progress, metrics: Record<string, number>): void;

@@ -1,4 +1,5 @@
 import type { Module } from '../core/module.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import type { Scalar, Tensor, Variable } from '../core/tf.js';
 
 /** A training step's loss (to differentiate) and its metrics (kept tensors, disposed by the trainer). */
@@ -60,6 +61,11 @@ export interface TrainingModule<B> {
    * them through the strategy once and steps the optimizer.
    */
   computeGradients?(batch: B, variables: Variable[]): { grads: Record<string, Tensor>; metrics: Record<string, number> };
+  /**
+   * Called once the strategy has set up the model, before {@link configureOptimizers}: the
+   * process group the module's batch-coupled computations (losses, validation) run over.
+   */
+  setup?(context: { group: ProcessGroup }): void;
   /** Called once the strategy has set up the model, before the first step. */
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): {
     optimizer: TrainerOptimizer;

@@ -16,6 +16,9 @@ export interface SamplerOptions {
 /** Injection token of the {@link Strategy}. */
 export const STRATEGY = Symbol.for('ssl-zoo.Strategy');
 
+/** Injection token of the run's {@link ProcessGroup} (the strategy's), for components resolved from a run's container. */
+export const PROCESS_GROUP = Symbol.for('ssl-zoo.ProcessGroup');
+
 /**
  * How training is spread over processes (Lightning's strategy). The trainer calls these
  * hooks; only implementations in `src/distributed` talk to other processes.

@@ -1,17 +1,16 @@
-// Over 400 lines: the fit loop, gradient accumulation, validation, checkpoint and resume, and the non-finite stop are one state machine over the same progress counters.
 import 'reflect-metadata';
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject, injectable, injectAll } from 'tsyringe';
 import { TrainingFailure, UserError } from '../core/errors.js';
-import { addInto } from '../core/ops.js';
-import { tf, type Tensor, type Variable } from '../core/tf.js';
+import { tf } from '../core/tf.js';
 import type { Callback } from './callbacks.js';
 import { describeProgress, encodeCheckpoint, findLatestCheckpoint, loadCheckpoint, savedProgress, withoutPrefix, withPrefix } from './checkpoint.js';
 import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
 import { LOGGER, type Logger } from './loggers.js';
 import { epochCheckpointName, LAST_CHECKPOINT, runDirPaths } from './run-dir.js';
+import { accumulateBatch, applyStep, firstNonFinite, type Accumulated } from './step.js';
 import { STRATEGY, type Strategy } from './strategy.js';
 
 /** Injection token of the {@link TrainerOptions}. */
@@ -84,8 +83,6 @@ export class NonFiniteError extends TrainingFailure {
   }
 }
 
-/** The metrics entry carrying "this rank's reduced gradient is not finite" through the metrics all-reduce. */
-const GRADIENT_FLAG = '__nonfinite_gradient';
 
 /**
  * A Lightning-style fit loop: epochs of batches, one gradient step each (loss and
@@ -133,6 +130,7 @@ export class Trainer {
     const loggers = this.strategy.isGlobalZero ? this.loggers : [];
 
     this.strategy.setup(module.model);
+    module.setup?.({ group: this.strategy.group });
     const { optimizer, scheduler } = module.configureOptimizers({ totalSteps, stepsPerEpoch });
     const restored = this.restore(module, optimizer, progress);
     const elapsed = (): number => (restored?.wallTimeSec ?? 0) + (Date.now() - started) / 1000;
@@ -160,11 +158,11 @@ export class Trainer {
         // validation), so that what is logged at a checkpoint's step precedes it.
         let stepCheckpointDue = false;
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
-          pending = this.accumulate(module, batch, variables, pending);
+          pending = accumulateBatch(module, batch, variables, pending);
           progress.batchInEpoch++;
           if (pending.count < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
           lrs = scheduler.apply(progress.step);
-          const metrics = this.applyStep(optimizer, pending, variables, (reduced, gradient) => {
+          const metrics = applyStep(this.strategy, optimizer, pending, variables, (reduced, gradient) => {
             const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
             if (what) throw this.stopped(progress.step + 1, progress.epoch, what, lrs, saved);
           }, () => {
@@ -232,49 +230,6 @@ export class Trainer {
       optimizer.dispose();
     }
     return { progress, losses, validation, wallTimeSec: elapsed() };
-  }
-
-  /** Adds one batch's gradients and metrics to the running sums (this rank only, no sync). */
-  private accumulate<B>(module: TrainingModule<B>, batch: B, variables: Variable[], into?: Accumulated): Accumulated {
-    const { grads, metrics } = module.computeGradients ? module.computeGradients(batch, variables) : tapeGradients(module, batch, variables);
-    const acc: Accumulated = into ?? { grads: {}, metrics: {}, count: 0 };
-    addInto(acc.grads, grads);
-    for (const [name, value] of Object.entries(metrics)) acc.metrics[name] = (acc.metrics[name] ?? 0) + value;
-    acc.count++;
-    return acc;
-  }
-
-  /**
-   * Averages the accumulated gradients and syncs them through the strategy, reduces the
-   * metrics (with the images/s from `throughput` and the flag "this rank's gradient is not
-   * finite") over ranks, lets `check` veto the step (it throws), then steps the optimizer.
-   */
-  private applyStep(
-    optimizer: TrainerOptimizer,
-    acc: Accumulated,
-    variables: Variable[],
-    check: (reduced: Record<string, number>, gradient: { flag: number; name?: string }) => void,
-    throughput: () => number,
-  ): { local: Record<string, number>; reduced: Record<string, number> } {
-    const local =
-      acc.count === 1
-        ? acc.grads
-        : Object.fromEntries(Object.entries(acc.grads).map(([name, g]) => [name, tf.tidy(() => tf.div(g, acc.count))]));
-    let reduced: Record<string, Tensor> = {};
-    try {
-      reduced = this.strategy.reduceGradients(local, variables);
-      const metrics: Record<string, number> = Object.fromEntries(Object.entries(acc.metrics).map(([name, sum]) => [name, sum / acc.count]));
-      metrics.images_per_sec = throughput();
-      const badGradient = firstNonFinite(reduced, variables);
-      const all = this.strategy.reduceMetrics({ ...metrics, [GRADIENT_FLAG]: badGradient === undefined ? 0 : 1 });
-      const flag = all[GRADIENT_FLAG];
-      delete all[GRADIENT_FLAG];
-      check(all, { flag, name: badGradient });
-      optimizer.step(reduced);
-      return { local: metrics, reduced: all };
-    } finally {
-      tf.dispose([...new Set([...Object.values(reduced), ...Object.values(local), ...Object.values(acc.grads)])]);
-    }
   }
 
   private prefixed(prefix: string, values: Record<string, number>): Record<string, number> {
@@ -433,55 +388,8 @@ function nonFiniteProblem(metrics: Record<string, number>, gradient: { flag: num
   return undefined;
 }
 
-/**
- * The name of the first float tensor (in `order`, else in key order) holding a NaN or an
- * infinity, or undefined. On the JS CPU backend (the tensors' data is in this process's
- * memory) a float64 sum over each tensor's values: it cannot overflow, so it is not finite
- * exactly when a value is NaN or infinite (about 3 ns per value). On TensorFlow's backend
- * (possibly a GPU) one reduction per tensor there (the sum of x·0, NaN exactly then) and
- * one read of the results.
- */
-function firstNonFinite(tensors: Record<string, Tensor>, order?: readonly Variable[]): string | undefined {
-  const names = (order ? order.map((v) => v.name).filter((n) => tensors[n] !== undefined) : Object.keys(tensors)).filter((n) => tensors[n].dtype === 'float32');
-  if (names.length === 0) return undefined;
-  if (tf.getBackend() !== 'tensorflow') {
-    return names.find((n) => {
-      const values = tensors[n].dataSync() as Float32Array;
-      let sum = 0;
-      for (let i = 0; i < values.length; i++) sum += values[i];
-      return !Number.isFinite(sum);
-    });
-  }
-  const probe = tf.tidy(() => tf.stack(names.map((n) => tf.sum(tf.mul(tensors[n], 0)))));
-  const values = probe.dataSync();
-  probe.dispose();
-  const i = values.findIndex((v) => !Number.isFinite(v));
-  return i < 0 ? undefined : names[i];
-}
 
-/** One tape over the module's training step: its gradients and metrics. */
-function tapeGradients<B>(module: TrainingModule<B>, batch: B, variables: Variable[]): { grads: Record<string, Tensor>; metrics: Record<string, number> } {
-  let metricTensors: Record<string, Tensor> = {};
-  const { value, grads } = tf.variableGrads(() => {
-    const out = module.trainingStep(batch);
-    metricTensors = out.metrics;
-    return out.loss;
-  }, variables);
-  value.dispose();
-  const metrics: Record<string, number> = {};
-  for (const [name, t] of Object.entries(metricTensors)) {
-    metrics[name] = t.dataSync()[0];
-    t.dispose();
-  }
-  return { grads, metrics };
-}
 
-/** Gradients and metrics summed over the batches of one optimizer step. */
-interface Accumulated {
-  grads: Record<string, Tensor>;
-  metrics: Record<string, number>;
-  count: number;
-}
 
 function lrsToMetrics(lrs: Record<string, number>): Record<string, number> {
   const entries = Object.entries(lrs);

@@ -81,6 +81,18 @@ describe('data-parallel training equals one process on the global batch', functi
     }
   });
 
+  it('verify runs the trainer\'s own step: with gradient accumulation and with the gradient cache, 2 ranks pass', () => {
+    for (const extra of [['--accumulate-grad-batches', '2'], ['--norm', 'group', '--grad-cache-chunk', '5']]) {
+      const { status, stdout, stderr } = runCli(['verify', ...SMALL, ...HEADS.byol, '--method', 'byol', '--devices', '2', '--batch-size', '24', ...extra], 120_000);
+      assert.equal(status, 0, `${extra.join(' ')}\n${stdout}${stderr}`);
+      assert.match(stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
+    }
+    // The gradient cache with batch norm is refused in verify as in training.
+    const bn = runCli(['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--grad-cache-chunk', '5'], 120_000);
+    assert.equal(bn.status, 2, bn.stdout + bn.stderr);
+    assert.match(bn.stderr, /--grad-cache-chunk: batch norm in training mode couples the samples/);
+  });
+
   it('verify --dump writes every step: inputs, both states before it and both gradients, as .npy files', () => {
     const dir = join(tempDir(), 'dump');
     const { status, stdout, stderr } = runCli(['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--steps', '2', '--dump', dir], 120_000);
