@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
 import { TrainingFailure, UserError } from '../core/errors.js';
-import { methodNames } from '../methods/registry.js';
+import { describeMethods, methodNames } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
 import { buildConfig, CONFIG_KEYS, parseMethodArg, readConfigFile, toCamel, type TrainConfig, type TrainConfigInput } from '../experiment/config.js';
 import { checkRendezvousFlag } from '../distributed/gloo.js';
@@ -38,7 +38,7 @@ function addTrainOptions(command: Command): Command {
   return command
     .option('--config <file>', 'YAML recipe (e.g. configs/simclr-fashion-mnist.yaml); flags override it')
     .option('--method <name>', `method: ${methodNames().join(', ')} or a registered subclass`, 'simclr')
-    .option('--method-arg <name=value>', 'method hyperparameter, repeatable (e.g. temperature=0.2)', collectMethodArg)
+    .option('--method-arg <name=value>', "method hyperparameter, repeatable (e.g. temperature=0.2); 'ssl-train methods' lists each method's with kind, default and range", collectMethodArg)
     .option('--backbone <name>', 'backbone: resnet18, resnet50, tiny_resnet, mlp', 'tiny_resnet')
     .addOption(new Option('--cifar-stem <bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)').argParser(boolean))
     .option('--dataset <name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100', 'synthetic')
@@ -195,7 +195,14 @@ export function buildProgram(): Command {
         }
       }
     });
-  for (const command of [compare, sync]) program.addCommand(command.exitOverride());
+  const methods = new Command('methods')
+    .description('list the registered methods (user subclasses included) with their hyperparameters: kind, default, allowed range, meaning')
+    .argument('[names...]', 'only these methods')
+    .action((names: string[]) => {
+      const text = describeMethods(names.length > 0 ? names : undefined);
+      process.stdout.write(`Set with --method-arg name=value (repeatable) or method_args in a --config file.\n\n${text}\n`);
+    });
+  for (const command of [compare, sync, methods]) program.addCommand(command.exitOverride());
   program.exitOverride();
   return program;
 }

@@ -2,7 +2,8 @@ import type { Rng } from '../core/random.js';
 import type { Tensor, Tensor2D } from '../core/tf.js';
 import { Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
 import { barlowTwinsLoss } from '../losses/index.js';
-import { BaseMethod, headNorm, type MethodArgs, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import { defineArgs, type ArgValues } from './args.js';
+import { BaseMethod, headNorm, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
 
 /**
  * Barlow Twins (Zbontar et al. 2021): a three-layer projector with batch norm and the
@@ -10,7 +11,13 @@ import { BaseMethod, headNorm, type MethodArgs, type MethodContext, type OptimDe
  * all scaled by `scaleLoss`). Defaults are solo-learn's CIFAR recipe.
  */
 export class BarlowTwins extends BaseMethod {
-  static override readonly defaultArgs: MethodArgs = { projHiddenDim: 2048, projOutputDim: 2048, lambd: 0.0051, scaleLoss: 0.1 };
+  static override readonly args = defineArgs({
+    projHiddenDim: { kind: 'int', default: 2048, ge: 1, description: 'hidden width of the projector' },
+    projOutputDim: { kind: 'int', default: 2048, ge: 1, description: 'output width of the projector (the size of the cross-correlation matrix)' },
+    lambd: { kind: 'float', default: 0.0051, ge: 0, description: 'weight of the off-diagonal (redundancy reduction) term' },
+    scaleLoss: { kind: 'float', default: 0.1, gt: 0, description: 'factor applied to the whole loss' },
+  });
+  declare readonly args: ArgValues<typeof BarlowTwins.args>;
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 };
   static override readonly viewRecipe = 'barlow' as const;
 

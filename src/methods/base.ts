@@ -6,8 +6,12 @@ import { BatchNorm, LayerNorm, Linear, type NormKind } from '../core/layers.js';
 import type { Layer } from '../core/module.js';
 import type { Backbone } from '../backbones/index.js';
 import { jobWorldSize, withProcessGroup, type ProcessGroup } from '../core/process-group.js';
+import { defineArgs, type ArgSpecs } from './args.js';
 
-/** Numeric hyperparameters of a method (`temperature`, `projHiddenDim`, ...). */
+/**
+ * Numeric hyperparameters of a method (`temperature`, `projHiddenDim`, ...), as declared by
+ * its static `args` (see {@link defineArgs}).
+ */
 export type MethodArgs = Record<string, number>;
 
 /** What a method is built from. */
@@ -75,8 +79,13 @@ export interface OptimDefaults {
  * {@link coupledLoss}, and the online classifier's {@link classifierTerms}.
  */
 export abstract class BaseMethod extends Module {
-  /** Hyperparameters and their defaults; `--method-arg name=value` overrides them. */
-  static readonly defaultArgs: MethodArgs = {};
+  /**
+   * Declared hyperparameters (kind, default, range, description); `--method-arg name=value`
+   * overrides the defaults. None here; a subclass of a method spreads its parent's,
+   * `defineArgs({ ...Parent.args, ... })`, and types {@link args} precisely with
+   * `declare readonly args: ArgValues<typeof Sub.args>`.
+   */
+  static readonly args: ArgSpecs = defineArgs({});
   /** Optimizer recipe of the method. */
   static readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 };
   /** The augmentation recipe: `simclr` (two identical views), `byol` or `barlow` (asymmetric blur/solarisation). */
@@ -84,6 +93,7 @@ export abstract class BaseMethod extends Module {
 
   readonly backbone: Backbone;
   readonly classifier: Linear;
+  /** The values of the hyperparameters declared by the class's static `args`. */
   readonly args: MethodArgs;
   /** Normalisation used by the heads. */
   readonly norm: NormKind;

@@ -4,7 +4,8 @@ import type { Rng } from '../core/random.js';
 import type { Tensor, Tensor2D } from '../core/tf.js';
 import { Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
 import { byolLoss } from '../losses/index.js';
-import { headNorm, type MethodArgs, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import { defineArgs, type ArgValues } from './args.js';
+import { headNorm, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
 import { MomentumMethod } from './momentum.js';
 
 /**
@@ -13,12 +14,13 @@ import { MomentumMethod } from './momentum.js';
  * solo-learn's CIFAR recipe.
  */
 export class BYOL extends MomentumMethod {
-  static override readonly defaultArgs: MethodArgs = {
-    ...MomentumMethod.defaultArgs,
-    projHiddenDim: 4096,
-    projOutputDim: 256,
-    predHiddenDim: 4096,
-  };
+  static override readonly args = defineArgs({
+    ...MomentumMethod.args,
+    projHiddenDim: { kind: 'int', default: 4096, ge: 1, description: 'hidden width of the projector (and its EMA target)' },
+    projOutputDim: { kind: 'int', default: 256, ge: 1, description: 'output width of the projector and the predictor' },
+    predHiddenDim: { kind: 'int', default: 4096, ge: 1, description: 'hidden width of the predictor' },
+  });
+  declare readonly args: ArgValues<typeof BYOL.args>;
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 1.0, classifierLr: 0.1, weightDecay: 1e-5 };
   static override readonly viewRecipe = 'byol' as const;
 

@@ -1,3 +1,4 @@
+export * from './args.js';
 export * from './base.js';
 export * from './momentum.js';
 export * from './simclr.js';

@@ -1,7 +1,8 @@
 import type { Module } from '../core/module.js';
 import { tf } from '../core/tf.js';
 import type { Backbone } from '../backbones/index.js';
-import { BaseMethod, type MethodArgs, type MethodContext, type StepInfo } from './base.js';
+import { defineArgs, type ArgValues } from './args.js';
+import { BaseMethod, type MethodContext, type StepInfo } from './base.js';
 
 /**
  * A method with an exponential-moving-average target network (BYOL, MoCo, ...). The
@@ -15,7 +16,11 @@ import { BaseMethod, type MethodArgs, type MethodContext, type StepInfo } from '
  * it is identical on every rank.
  */
 export abstract class MomentumMethod extends BaseMethod {
-  static override readonly defaultArgs: MethodArgs = { baseTau: 0.99, finalTau: 1.0 };
+  static override readonly args = defineArgs({
+    baseTau: { kind: 'float', default: 0.99, ge: 0, le: 1, description: 'EMA coefficient tau of the target network at the first step' },
+    finalTau: { kind: 'float', default: 1.0, ge: 0, le: 1, description: 'tau at the last step (cosine schedule from baseTau)' },
+  });
+  declare readonly args: ArgValues<typeof MomentumMethod.args>;
 
   readonly momentumBackbone: Backbone;
   /** Current EMA coefficient. */

@@ -1,13 +1,15 @@
-import { invalidValue, UserError } from '../core/errors.js';
+import { invalidValue } from '../core/errors.js';
+import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
 import { BarlowTwins } from './barlow-twins.js';
 import { BYOL } from './byol.js';
 import { SimCLR } from './simclr.js';
 
-/** A method class: constructible from a context, with its defaults as statics. */
+/** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
   new (ctx: MethodContext): BaseMethod;
-  readonly defaultArgs: MethodArgs;
+  /** Its hyperparameters, declared with `defineArgs`. */
+  readonly args: ArgSpecs;
   readonly optimDefaults: OptimDefaults;
   readonly viewRecipe: 'simclr' | 'byol' | 'barlow';
 }
@@ -20,6 +22,10 @@ const registry = new Map<string, MethodClass>();
  */
 export function registerMethod(name: string, cls: MethodClass): void {
   if (!/^[a-z][a-z0-9_-]*$/.test(name)) throw new Error(`method name '${name}' must be lower-case letters, digits, - or _`);
+  if (Object.prototype.hasOwnProperty.call(cls, 'defaultArgs')) {
+    // The former way to declare hyperparameters: it would be silently ignored.
+    throw new Error(`method '${name}' (${cls.name}) has static defaultArgs; declare its hyperparameters as static args = defineArgs({ ...Parent.args, name: { kind, default, description } })`);
+  }
   registry.set(name, cls);
 }
 
@@ -36,20 +42,26 @@ export function getMethodClass(name: string): MethodClass {
 }
 
 /**
- * The method's hyperparameters: its defaults overridden by `overrides`. A name the
- * method does not have is a user error listing the ones it has.
+ * The method's hyperparameters: its declared defaults overridden by `overrides`. A name
+ * the method does not declare, a non-integer for an integer argument or a value out of
+ * its range is a user error naming `method_args.<name>` and what is allowed.
  */
 export function resolveMethodArgs(name: string, overrides: MethodArgs): MethodArgs {
-  const { defaultArgs } = getMethodClass(name);
-  for (const [key, value] of Object.entries(overrides)) {
-    if (!(key in defaultArgs)) {
-      throw new UserError(
-        `method_args.${key}: not a hyperparameter of method '${name}'; it has ${Object.keys(defaultArgs).join(', ') || 'none'}`,
-      );
-    }
-    if (!Number.isFinite(value)) throw invalidValue(`method_args.${key}`, value, 'a finite number');
-  }
-  return { ...defaultArgs, ...overrides };
+  return resolveArgs(getMethodClass(name).args, overrides, name);
+}
+
+/**
+ * The hyperparameters of registered methods (all, or those named) as text: per method a
+ * `name (ClassName)` line, then one line per argument with its kind, default, allowed
+ * range and description. Unknown names are user errors.
+ */
+export function describeMethods(names: readonly string[] = methodNames()): string {
+  return names
+    .map((name) => {
+      const cls = getMethodClass(name);
+      return [`${name} (${cls.name})`, ...formatArgs(cls.args)].join('\n');
+    })
+    .join('\n\n');
 }
 
 registerMethod('simclr', SimCLR);

@@ -1,14 +1,20 @@
 import type { Tensor, Tensor2D } from '../core/tf.js';
 import { Linear, ReLU, Sequential } from '../core/layers.js';
 import { ntXentLoss } from '../losses/index.js';
-import { BaseMethod, type MethodArgs, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import { defineArgs, type ArgValues } from './args.js';
+import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
 
 /**
  * SimCLR (Chen et al. 2020): a two-layer MLP projector and the NT-Xent loss over the
  * two views. Defaults are solo-learn's CIFAR recipe.
  */
 export class SimCLR extends BaseMethod {
-  static override readonly defaultArgs: MethodArgs = { projHiddenDim: 2048, projOutputDim: 256, temperature: 0.2 };
+  static override readonly args = defineArgs({
+    projHiddenDim: { kind: 'int', default: 2048, ge: 1, description: 'hidden width of the projector' },
+    projOutputDim: { kind: 'int', default: 256, ge: 1, description: 'output width of the projector (the embeddings NT-Xent compares)' },
+    temperature: { kind: 'float', default: 0.2, gt: 0, description: 'softmax temperature of NT-Xent' },
+  });
+  declare readonly args: ArgValues<typeof SimCLR.args>;
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4 };
 
   /** `[B, F] -> [B, projOutputDim]`. */

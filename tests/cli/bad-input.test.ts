@@ -8,6 +8,8 @@ const badYaml = join(dir, 'bad.yaml');
 writeFileSync(badYaml, 'method: simclr\n  epochs: [1,\n');
 const unknownKey = join(dir, 'unknown.yaml');
 writeFileSync(unknownKey, 'method: simclr\nlearning_rate: 0.1\n');
+const badMethodArgs = join(dir, 'bad-method-args.yaml');
+writeFileSync(badMethodArgs, 'method: barlow_twins\nmethod_args:\n  scale_loss: 0\n');
 const notCheckpoint = join(dir, 'fake.ckpt');
 writeFileSync(notCheckpoint, 'not a checkpoint');
 
@@ -25,7 +27,12 @@ const CASES: Array<[string, string[], RegExp]> = [
   ['unknown backbone', ['--backbone', 'vit_huge'], /backbone: "vit_huge" is not allowed/],
   ['unknown dataset', ['--dataset', 'imagenet'], /dataset: "imagenet" is not allowed/],
   ['bad method argument', ['--method-arg', 'temperature'], /--method-arg: "temperature" is not allowed; expected name=number/],
-  ['argument of another method', ['--method-arg', 'lambd=0.1'], /method_args.lambd: not a hyperparameter of method 'simclr'/],
+  ['argument of another method', ['--method-arg', 'lambd=0.1'], /method_args.lambd: not a hyperparameter of method 'simclr'; it has projHiddenDim, projOutputDim, temperature/],
+  ['integer method argument given a fraction', ['--method-arg', 'projHiddenDim=2.5'], /method_args.projHiddenDim: 2.5 is not allowed; expected an integer >= 1/],
+  ['temperature <= 0', ['--method-arg', 'temperature=0'], /method_args.temperature: 0 is not allowed; expected a number > 0/],
+  ['negative lambd', ['--method', 'barlow_twins', '--method-arg', 'lambd=-0.1'], /method_args.lambd: -0.1 is not allowed; expected a number >= 0/],
+  ['tau outside [0, 1]', ['--method', 'byol', '--method-arg', 'base_tau=1.01'], /method_args.baseTau: 1.01 is not allowed; expected a number in \[0, 1\]/],
+  ['method argument out of range in a config file', ['--config', badMethodArgs], /method_args.scaleLoss: 0 is not allowed; expected a number > 0/],
   ['unknown optimizer', ['--optimizer', 'rmsprop'], /--optimizer: "rmsprop" is not allowed; expected one of sgd, lars, adamw/],
   ['unknown backend', ['--backend', 'webgpu'], /--backend: "webgpu" is not allowed; expected one of auto, cpu, cpu-js, tensorflow/],
   ['tensorflow backend not installed', ['--backend', 'tensorflow'], /needs @tensorflow\/tfjs-node-gpu or @tensorflow\/tfjs-node/],

@@ -3,7 +3,7 @@ import { createBackbone } from '../../src/backbones/index.js';
 import { initEngine } from '../../src/core/engine.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
-import { SimCLR } from '../../src/methods/index.js';
+import { defineArgs, SimCLR } from '../../src/methods/index.js';
 import { getMethodClass, methodNames, registerMethod, resolveMethodArgs } from '../../src/methods/registry.js';
 
 const SMALL_ARGS: Record<string, Record<string, number>> = {
@@ -71,7 +71,7 @@ describe('methods', () => {
 
   it('registers user subclasses under new names and rejects unknown ones clearly', () => {
     class MySimCLR extends SimCLR {
-      static override readonly defaultArgs = { ...SimCLR.defaultArgs, temperature: 0.5 };
+      static override readonly args = defineArgs({ ...SimCLR.args, temperature: { ...SimCLR.args.temperature, default: 0.5 } });
     }
     registerMethod('my_simclr', MySimCLR);
     assert.ok(methodNames().includes('my_simclr'));

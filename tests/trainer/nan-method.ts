@@ -7,12 +7,19 @@
  * finite: 0 · sqrt(w - w) adds nothing to it but has a NaN gradient).
  */
 import { tf, type Scalar, type Tensor } from '../../src/core/tf.js';
-import type { MethodArgs, StepInfo, StepOutput } from '../../src/methods/base.js';
+import { defineArgs, type ArgValues } from '../../src/methods/args.js';
+import type { StepInfo, StepOutput } from '../../src/methods/base.js';
 import { registerMethod } from '../../src/methods/registry.js';
 import { SimCLR } from '../../src/methods/simclr.js';
 
 export class NanSimCLR extends SimCLR {
-  static override readonly defaultArgs: MethodArgs = { ...SimCLR.defaultArgs, nanAtStep: 0, nanRank: -1, nanKind: 0 };
+  static override readonly args = defineArgs({
+    ...SimCLR.args,
+    nanAtStep: { kind: 'int', default: 0, ge: 0, description: 'optimizer step (1-based) that is poisoned; 0: never' },
+    nanRank: { kind: 'int', default: -1, ge: -1, description: 'rank that poisons it; -1: every rank' },
+    nanKind: { kind: 'int', default: 0, ge: 0, le: 1, description: '0: NaN loss, 1: NaN gradient only' },
+  });
+  declare readonly args: ArgValues<typeof NanSimCLR.args>;
   private stepsDone = 0;
 
   override onTrainBatchEnd(info: StepInfo): void {
