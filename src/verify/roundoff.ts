@@ -16,18 +16,22 @@
  *
  * So verify measures the round-off of the problem at hand: besides the one-process reference
  * it runs {@link ROUNDOFF_TWINS} one-process "twins" on the same batches with the samples in
- * another order ({@link permuteRows}). A twin computes exactly the same step; only the order
- * of every sum over the batch (batch-norm statistics, weight gradients, the loss) differs,
- * which is all that differs between W ranks and one process. A correct W-rank run's
- * difference to the reference is therefore a draw from the same distribution as a twin's,
- * including the reference's own unlucky ReLU switches, which every twin sees too. The W-rank
+ * another order ({@link permuteRows}) and every input value, parameter and buffer moved by
+ * one float32 ulp ({@link perturbByOneUlp}). A twin computes the same step; the order of
+ * every sum over the batch (batch-norm statistics, weight gradients, the loss) and the
+ * rounding inside every layer differ, which is what differs between W ranks and one process
+ * (reordering alone is not enough: it leaves each sample's own arithmetic as it was, and the
+ * twins then miss the switches that the W-rank run's different rounding causes). A correct
+ * W-rank run's difference to the reference is therefore a draw from the same distribution as
+ * a twin's, including the reference's own unlucky ReLU switches, which every twin sees too;
+ * the check is statistical, and more twins make a rare switch less likely to go unseen. The W-rank
  * run must stay within `factor` times the largest twin difference, or within the fixed
  * `tolerance` floor, whichever is larger. Differences are measured in norm over all tensors
  * ({@link gradientDifference}, {@link stateDifference}), an aggregate that a few twins
  * estimate well, unlike a largest entry that rare switches rule.
  */
 
-/** How many reordered one-process twins estimate the round-off (their largest difference counts). */
+/** How many one-process twins estimate the round-off (their largest difference counts). */
 export const ROUNDOFF_TWINS = 4;
 
 /** Default multiple of the measured round-off a W-rank difference may reach. */
