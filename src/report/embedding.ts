@@ -62,7 +62,7 @@ export async function computeEmbedding(run: ReportRun, options: EmbeddingOptions
   const n = Math.min(options.points, test.length);
   const val = n < test.length ? subset(test, new Rng(seed + 11).permutation(test.length).slice(0, n)) : test;
   const method = experiment.createMethod();
-  let step = 0;
+  let step: number;
   let features: Float32Array;
   let dim: number;
   try {

@@ -127,8 +127,14 @@ function wrongNtXent(
     const logits = tf.div(tf.matMul(anchors, candidates, false, true), temperature);
     const self: number[] = [];
     const pos: number[] = [];
-    for (let i = 0; i < b; i++) (self.push(offset + i), pos.push(n + offset + i));
-    for (let i = 0; i < b; i++) (self.push(n + offset + i), pos.push(offset + i));
+    for (let i = 0; i < b; i++) {
+      self.push(offset + i);
+      pos.push(n + offset + i);
+    }
+    for (let i = 0; i < b; i++) {
+      self.push(n + offset + i);
+      pos.push(offset + i);
+    }
     const selfMask = tf.cast(tf.oneHot(tf.tensor1d(self, 'int32'), 2 * n), 'bool');
     const masked = tf.where(selfMask, tf.fill(logits.shape, -1e9), logits);
     const logProb = tf.logSoftmax(masked, 1);
