@@ -39,7 +39,15 @@ export async function trainWithInjected(runDir: string): Promise<MemoryLogger> {
   scope.registerInstance(LOGGER, memory);
   scope.registerInstance(CALLBACK, epochLine);
   const config = buildConfig({
-    method: 'simclr', backbone: 'mlp', imageSize: 16, syntheticSize: 256, batchSize: 64, epochs: 2, workers: 0, logEvery: 1, runDir,
+    method: 'simclr',
+    backbone: 'mlp',
+    imageSize: 16,
+    syntheticSize: 256,
+    batchSize: 64,
+    epochs: 2,
+    workers: 0,
+    logEvery: 1,
+    runDir,
     methodArgs: { projHiddenDim: 32, projOutputDim: 16 },
   });
   await runTraining(config, { container: scope, callbacks: [] });

@@ -19,15 +19,11 @@ function nodeGypCommand() {
     return [process.execPath, require.resolve('node-gyp/bin/node-gyp.js')];
   } catch {
     // Installed as a dependency without devDependencies: npm ships its own node-gyp.
-    return process.env.npm_config_node_gyp
-      ? [process.execPath, process.env.npm_config_node_gyp]
-      : ['node-gyp'];
+    return process.env.npm_config_node_gyp ? [process.execPath, process.env.npm_config_node_gyp] : ['node-gyp'];
   }
 }
 
-const addons = existsSync(nativeDir)
-  ? readdirSync(nativeDir).filter((name) => existsSync(join(nativeDir, name, 'binding.gyp')))
-  : [];
+const addons = existsSync(nativeDir) ? readdirSync(nativeDir).filter((name) => existsSync(join(nativeDir, name, 'binding.gyp'))) : [];
 let failed = 0;
 for (const name of addons) {
   const [cmd, ...args] = nodeGypCommand();

@@ -39,7 +39,7 @@ for (const file of files(src)) {
     const target = resolve(dirname(file), m[1]);
     if (!target.startsWith(src)) continue;
     const to = folder(target);
-    if (to === from || from === '.' ) continue;
+    if (to === from || from === '.') continue;
     if (!edges.has(from)) edges.set(from, new Map());
     if (!edges.get(from).has(to)) edges.get(from).set(to, `${relative(root, file)} imports ${m[1]}`);
   }

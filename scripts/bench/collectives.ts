@@ -90,11 +90,7 @@ async function worker(rank: number, worldSize: number, dir: string, config: Conf
 // ---------------------------------------------------------------------------------------
 // Driver
 
-function runAll(
-  commands: Array<{ cmd: string; args: string[]; env?: NodeJS.ProcessEnv }>,
-  label: string,
-  killAfterMs: number,
-): Promise<string> {
+function runAll(commands: Array<{ cmd: string; args: string[]; env?: NodeJS.ProcessEnv }>, label: string, killAfterMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     let pending = commands.length;
     let rank0 = '';
@@ -239,9 +235,7 @@ async function main(): Promise<void> {
           rows.push(row);
           console.error(
             `${op.padEnd(9)} W=${W} ${formatBytes(bytes).padStart(8)}  ssl-zoo ${sslZoo.medianMs.toFixed(3).padStart(9)} ms ${sslZoo.busGBps.toFixed(3).padStart(7)} GB/s` +
-              (torch
-                ? `   torch ${torch.medianMs.toFixed(3).padStart(9)} ms ${torch.busGBps.toFixed(3).padStart(7)} GB/s   ratio ${row.timeRatio}`
-                : ''),
+              (torch ? `   torch ${torch.medianMs.toFixed(3).padStart(9)} ms ${torch.busGBps.toFixed(3).padStart(7)} GB/s   ratio ${row.timeRatio}` : ''),
           );
         }
       }
@@ -254,7 +248,10 @@ async function main(): Promise<void> {
   const headline = Object.fromEntries(
     rows
       .filter((r) => r.bytes === largest)
-      .map((r) => [`${r.op}_${formatBytes(largest).replace(' ', '')}_W${r.worldSize}`, { sslZooMs: (r.sslZoo as { medianMs: number }).medianMs, torchMs: (r.torch as { medianMs: number } | null)?.medianMs ?? null, timeRatio: r.timeRatio }]),
+      .map((r) => [
+        `${r.op}_${formatBytes(largest).replace(' ', '')}_W${r.worldSize}`,
+        { sslZooMs: (r.sslZoo as { medianMs: number }).medianMs, torchMs: (r.torch as { medianMs: number } | null)?.medianMs ?? null, timeRatio: r.timeRatio },
+      ]),
   );
   const report = {
     benchmark: 'collectives',

@@ -18,7 +18,6 @@ import { initEngine } from '../../src/core/engine.js';
 import { flag, median, timeSteps, writeReport } from './common.js';
 import { buildSimclrStep } from './simclr-step.js';
 
-
 interface Measurement {
   batch: number;
   chunk: number | null;
@@ -33,10 +32,15 @@ interface Measurement {
 async function child(batch: number, chunk: number | undefined, reps: number): Promise<Measurement> {
   await initEngine('cpu');
   const step = buildSimclrStep('tiny_resnet', {
-    batch, norm: 'group', gradCacheChunk: chunk, methodArgs: { projHiddenDim: 512, projOutputDim: 128 },
+    batch,
+    norm: 'group',
+    gradCacheChunk: chunk,
+    methodArgs: { projHiddenDim: 512, projOutputDim: 128 },
   });
   let loss = 0;
-  const steps = timeSteps(() => { loss = step(); }, reps);
+  const steps = timeSteps(() => {
+    loss = step();
+  }, reps);
   const stepS = median(steps);
   return {
     batch,
@@ -62,16 +66,24 @@ async function main(): Promise<void> {
   const reps = flag('reps', '5');
   const self = fileURLToPath(import.meta.url);
   const measure = (batch: number, chunkArg: string): Measurement => {
-    const r = spawnSync(process.execPath, [self, '--child', '--batch', String(batch), '--chunk', chunkArg, '--reps', batch <= 1024 ? reps : '1'], { encoding: 'utf8', maxBuffer: 1 << 24 });
+    const r = spawnSync(process.execPath, [self, '--child', '--batch', String(batch), '--chunk', chunkArg, '--reps', batch <= 1024 ? reps : '1'], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 24,
+    });
     if (r.status !== 0) throw new Error(`batch ${batch} chunk ${chunkArg} failed:\n${r.stderr}`);
     const m = JSON.parse(r.stdout.trim().split('\n').pop() as string) as Measurement;
-    process.stderr.write(`batch ${batch} chunk ${chunkArg}: ${m.step_s.toFixed(2)} s/step, ${m.per_sample_ms.toFixed(2)} ms/sample, peak RSS ${m.peak_rss_mb.toFixed(0)} MB\n`);
+    process.stderr.write(
+      `batch ${batch} chunk ${chunkArg}: ${m.step_s.toFixed(2)} s/step, ${m.per_sample_ms.toFixed(2)} ms/sample, peak RSS ${m.peak_rss_mb.toFixed(0)} MB\n`,
+    );
     return m;
   };
   const chunked = batches.map((b) => measure(b, chunk));
   const plain = plainBatches.map((b) => measure(b, 'none'));
   const byBatch = (ms: Measurement[], b: number) => ms.find((m) => m.batch === b);
-  const memoryRatio = byBatch(chunked, 8192) && byBatch(chunked, 256) ? (byBatch(chunked, 8192) as Measurement).peak_rss_mb / (byBatch(chunked, 256) as Measurement).peak_rss_mb : null;
+  const memoryRatio =
+    byBatch(chunked, 8192) && byBatch(chunked, 256)
+      ? (byBatch(chunked, 8192) as Measurement).peak_rss_mb / (byBatch(chunked, 256) as Measurement).peak_rss_mb
+      : null;
   const timeRatios = plain.map((p) => (byBatch(chunked, p.batch) as Measurement).per_sample_ms / p.per_sample_ms);
   const report = {
     benchmark: 'grad-cache',
@@ -80,7 +92,9 @@ async function main(): Promise<void> {
     chunk: Number(chunk),
     chunked,
     unchunked: plain,
-    unchunked_skipped: batches.filter((b) => !plainBatches.includes(b)).map((b) => ({ batch: b, reason: 'not run: activations of the whole batch need many GB' })),
+    unchunked_skipped: batches
+      .filter((b) => !plainBatches.includes(b))
+      .map((b) => ({ batch: b, reason: 'not run: activations of the whole batch need many GB' })),
     memory_ratio_8192_vs_256: memoryRatio,
     time_per_sample_ratio: timeRatios.length ? Math.max(...timeRatios) : null,
     targets: { memory_ratio_8192_vs_256: 2, time_per_sample_ratio: 1.4 },

@@ -22,8 +22,16 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { initEngine } from '../../src/core/engine.js';
 import {
-  batchNormTraining, installNativeKernels, nativeAddon, nativeAddonPath, nativeKernelsError, nativeThreads, oneDnnVersion,
-  restoreJsKernels, setWinogradConvolutions, winogradConvolutions,
+  batchNormTraining,
+  installNativeKernels,
+  nativeAddon,
+  nativeAddonPath,
+  nativeKernelsError,
+  nativeThreads,
+  oneDnnVersion,
+  restoreJsKernels,
+  setWinogradConvolutions,
+  winogradConvolutions,
 } from '../../src/core/native-kernels.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 
@@ -152,7 +160,10 @@ function machine(threads: number): Machine {
  * a batch that keeps the JS call near JS_SECONDS.
  */
 function measure(
-  fullBatch: number, gflopPerSample: number, make: (batch: number) => { run: () => void; dispose: () => void }, winograd = false,
+  fullBatch: number,
+  gflopPerSample: number,
+  make: (batch: number) => { run: () => void; dispose: () => void },
+  winograd = false,
 ): { native: Measured; nativeWinograd?: Measured; js: Measured } {
   installNativeKernels();
   const timeNative = (): Measured => {
@@ -249,27 +260,36 @@ function convRows(s: ConvShape): Row[] {
   const attrs = { strides: s.stride, pad, dataFormat: 'NHWC', dilations: 1 };
   const shape = { batch: s.batch, h: s.hw, w: s.hw, c: s.c, oc: s.oc, kernel: s.k, stride: s.stride, pad, outHW: oh };
   const ops: Array<[string, (batch: number) => { run: () => void; dispose: () => void }]> = [
-    ['Conv2D', (batch) => {
-      const x = tf.randomNormal([batch, s.hw, s.hw, s.c]);
-      const filter = tf.randomNormal([s.k, s.k, s.c, s.oc]);
-      return { run: kernel('Conv2D', { x, filter }, attrs), dispose: () => tf.dispose([x, filter]) };
-    }],
-    ['Conv2DBackpropInput', (batch) => {
-      const dy = tf.randomNormal([batch, oh, oh, s.oc]);
-      const filter = tf.randomNormal([s.k, s.k, s.c, s.oc]);
-      return {
-        run: kernel('Conv2DBackpropInput', { dy, filter }, { ...attrs, inputShape: [batch, s.hw, s.hw, s.c] }),
-        dispose: () => tf.dispose([dy, filter]),
-      };
-    }],
-    ['Conv2DBackpropFilter', (batch) => {
-      const x = tf.randomNormal([batch, s.hw, s.hw, s.c]);
-      const dy = tf.randomNormal([batch, oh, oh, s.oc]);
-      return {
-        run: kernel('Conv2DBackpropFilter', { x, dy }, { ...attrs, filterShape: [s.k, s.k, s.c, s.oc] }),
-        dispose: () => tf.dispose([x, dy]),
-      };
-    }],
+    [
+      'Conv2D',
+      (batch) => {
+        const x = tf.randomNormal([batch, s.hw, s.hw, s.c]);
+        const filter = tf.randomNormal([s.k, s.k, s.c, s.oc]);
+        return { run: kernel('Conv2D', { x, filter }, attrs), dispose: () => tf.dispose([x, filter]) };
+      },
+    ],
+    [
+      'Conv2DBackpropInput',
+      (batch) => {
+        const dy = tf.randomNormal([batch, oh, oh, s.oc]);
+        const filter = tf.randomNormal([s.k, s.k, s.c, s.oc]);
+        return {
+          run: kernel('Conv2DBackpropInput', { dy, filter }, { ...attrs, inputShape: [batch, s.hw, s.hw, s.c] }),
+          dispose: () => tf.dispose([dy, filter]),
+        };
+      },
+    ],
+    [
+      'Conv2DBackpropFilter',
+      (batch) => {
+        const x = tf.randomNormal([batch, s.hw, s.hw, s.c]);
+        const dy = tf.randomNormal([batch, oh, oh, s.oc]);
+        return {
+          run: kernel('Conv2DBackpropFilter', { x, dy }, { ...attrs, filterShape: [s.k, s.k, s.c, s.oc] }),
+          dispose: () => tf.dispose([x, dy]),
+        };
+      },
+    ],
   ];
   return ops.map(([op, make]) => {
     // Where the addon may use Winograd (see native/dnnl/src/dnnl_ops.cc winogradCandidate).
@@ -295,30 +315,53 @@ function memoryRows(): Row[] {
   const n = shape.reduce((a, b) => a * b, 1);
   const mb = (passes: number) => (passes * n * 4) / 1e6;
   const cases: Array<[string, string, number, (batch: number) => { run: () => void; dispose: () => void }]> = [
-    ['add per-channel bias [N,H,W,C] + [C]', 'Add', 3, (batch) => {
-      const x = tf.randomNormal([batch, 28, 28, 32]);
-      const b = tf.randomNormal([32]);
-      return { run: kernel('Add', { a: x, b }, {}), dispose: () => tf.dispose([x, b]) };
-    }],
-    ['sum over N,H,W', 'Sum', 1, (batch) => {
-      const x = tf.randomNormal([batch, 28, 28, 32]);
-      return { run: kernel('Sum', { x }, { axis: [0, 1, 2], keepDims: false }), dispose: () => x.dispose() };
-    }],
-    ['relu', 'Relu', 2, (batch) => {
-      const x = tf.randomNormal([batch, 28, 28, 32]);
-      return { run: kernel('Relu', { x }, {}), dispose: () => x.dispose() };
-    }],
-    ['training batch norm, forward + backward (native: fused; js: tf.moments + tf.batchNorm)', 'batchNormTraining', 8, (batch) => {
-      const x = tf.randomNormal([batch, 28, 28, 32]);
-      const g = tf.ones([32]);
-      const b = tf.zeros([32]);
-      const dy = tf.randomNormal([batch, 28, 28, 32]);
-      const f = (a: Tensor, s: Tensor, o: Tensor) => batchNormTraining(a, s, o, 1e-5).y;
-      return {
-        run: () => tf.tidy(() => { tf.grads(f)([x, g, b], dy); }),
-        dispose: () => tf.dispose([x, g, b, dy]),
-      };
-    }],
+    [
+      'add per-channel bias [N,H,W,C] + [C]',
+      'Add',
+      3,
+      (batch) => {
+        const x = tf.randomNormal([batch, 28, 28, 32]);
+        const b = tf.randomNormal([32]);
+        return { run: kernel('Add', { a: x, b }, {}), dispose: () => tf.dispose([x, b]) };
+      },
+    ],
+    [
+      'sum over N,H,W',
+      'Sum',
+      1,
+      (batch) => {
+        const x = tf.randomNormal([batch, 28, 28, 32]);
+        return { run: kernel('Sum', { x }, { axis: [0, 1, 2], keepDims: false }), dispose: () => x.dispose() };
+      },
+    ],
+    [
+      'relu',
+      'Relu',
+      2,
+      (batch) => {
+        const x = tf.randomNormal([batch, 28, 28, 32]);
+        return { run: kernel('Relu', { x }, {}), dispose: () => x.dispose() };
+      },
+    ],
+    [
+      'training batch norm, forward + backward (native: fused; js: tf.moments + tf.batchNorm)',
+      'batchNormTraining',
+      8,
+      (batch) => {
+        const x = tf.randomNormal([batch, 28, 28, 32]);
+        const g = tf.ones([32]);
+        const b = tf.zeros([32]);
+        const dy = tf.randomNormal([batch, 28, 28, 32]);
+        const f = (a: Tensor, s: Tensor, o: Tensor) => batchNormTraining(a, s, o, 1e-5).y;
+        return {
+          run: () =>
+            tf.tidy(() => {
+              tf.grads(f)([x, g, b], dy);
+            }),
+          dispose: () => tf.dispose([x, g, b, dy]),
+        };
+      },
+    ],
   ];
   return cases.map(([name, op, passes, make]) => {
     const { native, js } = measure(shape[0], mb(passes) / shape[0] / 1e3, make);
@@ -328,8 +371,13 @@ function memoryRows(): Row[] {
       return { ...rest, gbps: gflops, ...(gflopsBest != null ? { gbpsBest: gflopsBest } : {}) } as Measured;
     };
     return {
-      name, op, shape: { tensor: shape }, mbytes: mb(passes),
-      native: toGbps(native), js: toGbps(js), speedup: (js.gflops ?? 0) > 0 ? (native.gflops ?? 0) / (js.gflops ?? 1) : 0,
+      name,
+      op,
+      shape: { tensor: shape },
+      mbytes: mb(passes),
+      native: toGbps(native),
+      js: toGbps(js),
+      speedup: (js.gflops ?? 0) > 0 ? (native.gflops ?? 0) / (js.gflops ?? 1) : 0,
     };
   });
 }
@@ -367,13 +415,14 @@ async function main(): Promise<void> {
     const n = row.native;
     const j = row.js;
     const wino = row.nativeWinograd?.gflops != null ? `, winograd ${row.nativeWinograd.gflops.toFixed(1)}` : '';
-    const rate = n.gflops != null
-      ? `${n.gflops.toFixed(1)} GFLOP/s (js ${j.gflops?.toFixed(2)}${wino})`
-      : `${n.gbps?.toFixed(1)} GB/s (js ${j.gbps?.toFixed(2)})`;
+    const rate =
+      n.gflops != null ? `${n.gflops.toFixed(1)} GFLOP/s (js ${j.gflops?.toFixed(2)}${wino})` : `${n.gbps?.toFixed(1)} GB/s (js ${j.gbps?.toFixed(2)})`;
     console.log(`${row.name.padEnd(52)} ${row.op.padEnd(21)} native ${n.ms.toFixed(1).padStart(8)} ms  ${rate}  x${row.speedup.toFixed(0)}`);
   };
-  console.log(`ssl-zoo kernel benchmark: oneDNN ${oneDnnVersion()}, ${threads} thread(s), ${m.cpuModel}, ` +
-    `peak ~${m.peakGflops.toFixed(0)} GFLOP/s (${m.ghzMeasured?.toFixed(2)} GHz x ${m.flopsPerCycle} x ${threads}), load ${m.loadAverage.join(' ')}`);
+  console.log(
+    `ssl-zoo kernel benchmark: oneDNN ${oneDnnVersion()}, ${threads} thread(s), ${m.cpuModel}, ` +
+      `peak ~${m.peakGflops.toFixed(0)} GFLOP/s (${m.ghzMeasured?.toFixed(2)} GHz x ${m.flopsPerCycle} x ${threads}), load ${m.loadAverage.join(' ')}`,
+  );
   const rows: Row[] = [];
   const add = (r: Row) => {
     if (r.native.gflops != null) r.fractionOfPeak = Math.round((r.native.gflops / m.peakGflops) * 1000) / 1000;
@@ -389,22 +438,27 @@ async function main(): Promise<void> {
   const msOf = (key: Key, r: Row) => {
     const wino = r.nativeWinograd ?? r.native;
     switch (key) {
-      case 'native': return r.native.ms;
-      case 'nativeBest': return r.native.msBest;
-      case 'wino': return wino.ms;
-      case 'winoBest': return wino.msBest;
-      default: return ((r.gflop ?? 0) / (r.js.gflops ?? 1)) * 1e3;
+      case 'native':
+        return r.native.ms;
+      case 'nativeBest':
+        return r.native.msBest;
+      case 'wino':
+        return wino.ms;
+      case 'winoBest':
+        return wino.msBest;
+      default:
+        return ((r.gflop ?? 0) / (r.js.gflops ?? 1)) * 1e3;
     }
   };
-  const totalMs = (key: Key, net: string) =>
-    Math.round(conv.filter((r) => r.name.startsWith(net)).reduce((s, r) => s + msOf(key, r), 0) * 10) / 10;
+  const totalMs = (key: Key, net: string) => Math.round(conv.filter((r) => r.name.startsWith(net)).reduce((s, r) => s + msOf(key, r), 0) * 10) / 10;
   const summary = {
     matmul1024Gflops: rows.find((r) => r.name === 'matmul 1024x1024x1024')?.native.gflops,
     convNativeGflopsMedian: median(conv.map((r) => r.native.gflops ?? 0)),
     convJsGflopsMedian: median(conv.map((r) => r.js.gflops ?? 0)),
     tinyResnetConvMsPerStep: Object.fromEntries((['native', 'nativeBest', 'wino', 'winoBest', 'js'] as Key[]).map((k) => [k, totalMs(k, 'tiny_resnet')])),
     resnet18ConvMsPerStep: Object.fromEntries((['native', 'nativeBest', 'wino', 'winoBest', 'js'] as Key[]).map((k) => [k, totalMs(k, 'resnet18')])),
-    note: 'conv ms per step: the sum over the listed layers of forward + both backward kernels, each layer once ' +
+    note:
+      'conv ms per step: the sum over the listed layers of forward + both backward kernels, each layer once ' +
       '(median and best call; wino: with Winograd allowed (the default) where it applies; native: direct; js: estimated from the JS GFLOP/s) ' +
       '(the real nets repeat some layers; conv1 needs no backprop-input). ' +
       'Timings are wall-clock: with other processes on the same cores (see loadAverage) they are noisy.',

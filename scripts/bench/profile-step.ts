@@ -13,7 +13,10 @@ import { tf } from '../../src/core/tf.js';
 import { flag } from './common.js';
 import { buildSimclrStep } from './simclr-step.js';
 
-interface Entry { calls: number; ms: number }
+interface Entry {
+  calls: number;
+  ms: number;
+}
 
 /** `--trace Kernel` prints where each distinct call site of that kernel comes from. */
 function instrument(backendName: string, trace: string, byShape: boolean): Map<string, Entry> {
@@ -23,15 +26,30 @@ function instrument(backendName: string, trace: string, byShape: boolean): Map<s
     const inner = config.kernelFunc;
     const timed: typeof inner = (args) => {
       if (config.kernelName === trace) {
-        const site = (new Error().stack ?? '').split('\n').filter((l) => !l.includes('profile-step') && !l.includes('engine.js')).slice(1, 14).join('\n');
+        const site = (new Error().stack ?? '')
+          .split('\n')
+          .filter((l) => !l.includes('profile-step') && !l.includes('engine.js'))
+          .slice(1, 14)
+          .join('\n');
         if (!sites.has(site)) {
           sites.add(site);
-          console.log(`${trace} [${args.inputs && Object.values(args.inputs).map((t) => `[${t?.shape}]`).join(' ')}] from\n${site}\n`);
+          console.log(
+            `${trace} [${
+              args.inputs &&
+              Object.values(args.inputs)
+                .map((t) => `[${t?.shape}]`)
+                .join(' ')
+            }] from\n${site}\n`,
+          );
         }
       }
       const start = performance.now();
       const out = inner(args);
-      const key = byShape ? `${config.kernelName} ${Object.values(args.inputs).map((t) => `[${t?.shape}]`).join('')}` : config.kernelName;
+      const key = byShape
+        ? `${config.kernelName} ${Object.values(args.inputs)
+            .map((t) => `[${t?.shape}]`)
+            .join('')}`
+        : config.kernelName;
       const entry = table.get(key) ?? { calls: 0, ms: 0 };
       entry.calls++;
       entry.ms += performance.now() - start;
@@ -57,13 +75,14 @@ async function main(): Promise<void> {
   const start = performance.now();
   for (let i = 0; i < reps; i++) step();
   const total = (performance.now() - start) / reps;
-  const rows = [...table.entries()].map(([name, e]) => ({ name, calls: e.calls / reps, ms: e.ms / reps }))
-    .sort((a, b) => b.ms - a.ms);
+  const rows = [...table.entries()].map(([name, e]) => ({ name, calls: e.calls / reps, ms: e.ms / reps })).sort((a, b) => b.ms - a.ms);
   const inKernels = rows.reduce((s, r) => s + r.ms, 0);
   console.log(`step ${total.toFixed(0)} ms; in kernels ${inKernels.toFixed(0)} ms; outside ${(total - inKernels).toFixed(0)} ms`);
   const byShapeWidth = Math.max(28, ...rows.slice(0, 40).map((r) => r.name.length + 1));
   for (const r of rows.slice(0, 40)) {
-    console.log(`${r.name.padEnd(byShapeWidth)} ${String(r.calls).padStart(5)} ${r.ms.toFixed(1).padStart(9)} ms ${(100 * r.ms / total).toFixed(1).padStart(5)}%`);
+    console.log(
+      `${r.name.padEnd(byShapeWidth)} ${String(r.calls).padStart(5)} ${r.ms.toFixed(1).padStart(9)} ms ${((100 * r.ms) / total).toFixed(1).padStart(5)}%`,
+    );
   }
 }
 

@@ -54,10 +54,24 @@ export function buildSimclrStep(model: string, options: SimclrStepOptions = {}):
     args: resolveMethodArgs('simclr', options.methodArgs ?? {}),
     norm,
   });
-  const task = new SslTask(method, {
-    optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4, momentum: 0.9, larsEta: 0.02, larsClipLr: true,
-    warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: batch,
-  }, undefined, options.gradCacheChunk);
+  const task = new SslTask(
+    method,
+    {
+      optimizer: 'lars',
+      lr: 0.4,
+      classifierLr: 0.1,
+      weightDecay: 1e-4,
+      momentum: 0.9,
+      larsEta: 0.02,
+      larsClipLr: true,
+      warmupEpochs: 0,
+      warmupStartLr: 0,
+      minLr: 0,
+      globalBatch: batch,
+    },
+    undefined,
+    options.gradCacheChunk,
+  );
   const { optimizer } = task.configureOptimizers({ totalSteps: 100, stepsPerEpoch: 10 });
   const data = noiseBatch(rng, batch, spec.size, spec.channels);
   const variables = method.trainableParameters();

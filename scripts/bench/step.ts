@@ -64,7 +64,9 @@ async function main(): Promise<void> {
       }
       process.stderr.write(`${model} ${backend}: ${(out.seconds as number).toFixed(3)} s/step\n`);
     }
-    const py = spawnSync('/usr/bin/python3', [torchScript, model, String(spec.batch), String(spec.size), String(spec.channels), reps, threads], { encoding: 'utf8' });
+    const py = spawnSync('/usr/bin/python3', [torchScript, model, String(spec.batch), String(spec.size), String(spec.channels), reps, threads], {
+      encoding: 'utf8',
+    });
     if (py.status !== 0) throw new Error(`PyTorch reference failed (needs Debian python3-torch):\n${py.stderr}`);
     const torch = lastJson(py.stdout);
     entry.pytorch_s = torch.pytorch_s;

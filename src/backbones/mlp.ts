@@ -35,10 +35,13 @@ export class MlpBackbone extends Backbone {
   /** `[B, H, W, C] -> [B, featureDim]`. */
   forward(x: Tensor): Tensor {
     return tf.tidy(() =>
-      this.hidden.reduce((h, _, i) => {
-        const z = childLayer(this, `fc${i + 1}`).forward(h);
-        return tf.relu(childLayer(this, `bn${i + 1}`).forward(z));
-      }, tf.reshape(x, [x.shape[0], -1])),
+      this.hidden.reduce(
+        (h, _, i) => {
+          const z = childLayer(this, `fc${i + 1}`).forward(h);
+          return tf.relu(childLayer(this, `bn${i + 1}`).forward(z));
+        },
+        tf.reshape(x, [x.shape[0], -1]),
+      ),
     );
   }
 }

@@ -3,16 +3,7 @@
  * convolution), without the final fully connected layer, as used by solo-learn. Parameter
  * names follow torchvision (`conv1`, `bn1`, `layer1.0.conv1`, `layer2.0.downsample.0`, ...).
  */
-import {
-  childLayer,
-  Conv2d,
-  GlobalAvgPool,
-  Identity,
-  MaxPool2d,
-  normLayer,
-  Sequential,
-  type NormKind,
-} from '../core/layers.js';
+import { childLayer, Conv2d, GlobalAvgPool, Identity, MaxPool2d, normLayer, Sequential, type NormKind } from '../core/layers.js';
 import { Layer } from '../core/module.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Tensor } from '../core/tf.js';

@@ -38,7 +38,11 @@ function addTrainOptions(command: Command): Command {
   return command
     .option('--config <file>', 'YAML recipe (e.g. configs/simclr-fashion-mnist.yaml); flags override it')
     .option('--method <name>', `method: ${methodNames().join(', ')} or a registered subclass`, 'simclr')
-    .option('--method-arg <name=value>', "method hyperparameter, repeatable (e.g. temperature=0.2); 'ssl-train methods' lists each method's with kind, default and range", collectMethodArg)
+    .option(
+      '--method-arg <name=value>',
+      "method hyperparameter, repeatable (e.g. temperature=0.2); 'ssl-train methods' lists each method's with kind, default and range",
+      collectMethodArg,
+    )
     .option('--backbone <name>', 'backbone: resnet18, resnet50, tiny_resnet, mlp', 'tiny_resnet')
     .addOption(new Option('--cifar-stem <bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)').argParser(boolean))
     .option('--dataset <name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100', 'synthetic')
@@ -60,7 +64,11 @@ function addTrainOptions(command: Command): Command {
     .option('--min-lr <x>', 'lr at the end of the cosine decay', numeric, 0)
     .option('--norm <kind>', 'normalisation of backbone and heads: batch, group or layer', 'batch')
     .option('--grad-cache-chunk <n>', 'gradient cache: run the local batch in chunks of n samples (exact with --norm group|layer)', numeric)
-    .addOption(new Option('--grad-cache-approximate-bn <bool>', 'allow the gradient cache with batch norm (per-chunk statistics: approximate)').default(false).argParser(boolean))
+    .addOption(
+      new Option('--grad-cache-approximate-bn <bool>', 'allow the gradient cache with batch norm (per-chunk statistics: approximate)')
+        .default(false)
+        .argParser(boolean),
+    )
     .option('--seed <n>', 'seed of every random draw (init, sampling, augmentation)', numeric, 0)
     .option('--run-dir <dir>', 'run directory (default: runs/<method>-<timestamp>)')
     .option('--checkpoint-every <n>', 'save checkpoints/epoch-<n>.ckpt (and last.ckpt) every n epochs (0: only last.ckpt at the end)', numeric, 1)
@@ -73,7 +81,9 @@ function addTrainOptions(command: Command): Command {
     .option('--node-rank <n>', 'index of this node', numeric, 0)
     .option('--rendezvous <url>', 'how ranks meet: file:///shared/dir, tcp://host:port, redis://host:port[/prefix] or env:// (default: a fresh file store)')
     .option('--strategy <name>', 'auto, single or ddp (auto: ddp with more than one rank)', 'auto')
-    .addOption(new Option('--sync-batchnorm <bool>', 'batch norm with global-batch statistics across ranks (needed for exactness)').default(true).argParser(boolean))
+    .addOption(
+      new Option('--sync-batchnorm <bool>', 'batch norm with global-batch statistics across ranks (needed for exactness)').default(true).argParser(boolean),
+    )
     .option('--bucket-cap-mb <x>', 'DDP gradient bucket size in MiB', numeric, 25)
     .option('--accumulate-grad-batches <n>', 'batches per optimizer step (one gradient sync per step)', numeric, 1)
     .addOption(new Option('--drop-last <bool>', 'drop the incomplete last global batch of an epoch (false: one process only)').default(true).argParser(boolean))
@@ -133,7 +143,12 @@ export function buildProgram(): Command {
     .description('check that distributed training is exact here: W ranks vs one process on the same global batch (or the losses against a reference case)')
     .option('--steps <k>', 'optimizer steps to compare', numeric, 3)
     .option('--tolerance <x>', 'relative difference always allowed (with --case: the bound, default 1e-4 of the largest gradient entry)', numeric, 1e-5)
-    .option('--roundoff-factor <k>', 'allowed multiple of the measured float32 round-off (one-process twins with inputs moved by one ulp)', numeric, DEFAULT_ROUNDOFF_FACTOR)
+    .option(
+      '--roundoff-factor <k>',
+      'allowed multiple of the measured float32 round-off (one-process twins with inputs moved by one ulp)',
+      numeric,
+      DEFAULT_ROUNDOFF_FACTOR,
+    )
     .option('--dump <dir>', "write each step's inputs, the one-process state before it and both gradients as .npy files (DIR/step-<k>/)")
     .option('--case <file>', 'check the loss functions against a reference case (ssl-loss-oracle/1 JSON) instead');
   addTrainOptions(verify).action(async (opts: Record<string, unknown>, command: Command) => {
@@ -141,9 +156,11 @@ export function buildProgram(): Command {
     const steps = opts.steps as number;
     const tolerance = opts.tolerance as number;
     if (!Number.isInteger(steps) || steps < 1) throw new UserError(`--steps: ${JSON.stringify(steps)} is not allowed; expected an integer >= 1`);
-    if (typeof tolerance !== 'number' || !(tolerance > 0)) throw new UserError(`--tolerance: ${JSON.stringify(tolerance)} is not allowed; expected a number > 0`);
+    if (typeof tolerance !== 'number' || !(tolerance > 0))
+      throw new UserError(`--tolerance: ${JSON.stringify(tolerance)} is not allowed; expected a number > 0`);
     const roundoffFactor = opts.roundoffFactor as number;
-    if (typeof roundoffFactor !== 'number' || !(roundoffFactor >= 0)) throw new UserError(`--roundoff-factor: ${JSON.stringify(roundoffFactor)} is not allowed; expected a number >= 0`);
+    if (typeof roundoffFactor !== 'number' || !(roundoffFactor >= 0))
+      throw new UserError(`--roundoff-factor: ${JSON.stringify(roundoffFactor)} is not allowed; expected a number >= 0`);
     const worker = workerEnv();
     const nprocs = config.gpus ?? config.devices;
     if (!worker && nprocs * config.numNodes > 1) {
@@ -171,7 +188,9 @@ export function buildProgram(): Command {
   verify.exitOverride();
 
   const compare = new Command('compare')
-    .description('compare runs side by side: one self-contained HTML report (loss, kNN and linear accuracy, throughput, final table, UMAP maps of the final checkpoints) and the charts as PNG')
+    .description(
+      'compare runs side by side: one self-contained HTML report (loss, kNN and linear accuracy, throughput, final table, UMAP maps of the final checkpoints) and the charts as PNG',
+    )
     .argument('<run-dirs...>', 'run directories')
     .option('--out <dir>', 'output directory for report.html and the PNG charts')
     .option('--points <n>', 'validation images per embedding map', numeric, 1000)

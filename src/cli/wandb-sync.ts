@@ -105,13 +105,28 @@ export async function wandbSync(runDirs: string[], options: WandbSyncOptions = {
   for (const run of runs) {
     const info = runInfoFor(run, env);
     const uploader = new WandbUploader(
-      { id: info.id, project: info.project, entity: info.entity, name: info.name, group: info.group, tags: info.tags, jobType: info.jobType, config: run.config },
+      {
+        id: info.id,
+        project: info.project,
+        entity: info.entity,
+        name: info.name,
+        group: info.group,
+        tags: info.tags,
+        jobType: info.jobType,
+        config: run.config,
+      },
       { env, retryDelaysMs: options.retryDelaysMs },
     );
     uploader.start();
     for (const row of run.rows) uploader.log(row.step, row.values);
     const outcome = await uploader.finish(run.status === 'success' ? 0 : 1, summarizeHistory(run.rows, run.summary), options.timeoutMs ?? 120_000);
-    const updated: WandbRunInfo = { ...info, baseUrl, entity: outcome.entity ?? info.entity, url: outcome.url ?? info.url, state: outcome.ok ? 'synced' : 'unsynced' };
+    const updated: WandbRunInfo = {
+      ...info,
+      baseUrl,
+      entity: outcome.entity ?? info.entity,
+      url: outcome.url ?? info.url,
+      state: outcome.ok ? 'synced' : 'unsynced',
+    };
     if (outcome.ok) delete updated.lastError;
     else updated.lastError = outcome.problems[0];
     writeWandbRunInfo(run.runDir, updated);

@@ -83,8 +83,7 @@ export class Linear extends Layer {
     super();
     const shape = [inFeatures, outFeatures];
     this.weight = this.addParameter('weight', uniformFanIn(shape, inFeatures, options.rng));
-    this.bias =
-      options.bias === false ? undefined : this.addParameter('bias', uniformFanIn([outFeatures], inFeatures, options.rng));
+    this.bias = options.bias === false ? undefined : this.addParameter('bias', uniformFanIn([outFeatures], inFeatures, options.rng));
   }
 
   /** `[B, inFeatures] -> [B, outFeatures]`. */
@@ -147,14 +146,9 @@ export class Conv2d extends Layer {
     this.stride = options.stride ?? 1;
     this.padding = options.padding ?? 0;
     const shape = [kernel, kernel, inChannels, outChannels];
-    const weight =
-      options.init === 'uniformFanIn'
-        ? uniformFanIn(shape, fanIn(shape), options.rng)
-        : kaimingNormalFanOut(shape, options.rng);
+    const weight = options.init === 'uniformFanIn' ? uniformFanIn(shape, fanIn(shape), options.rng) : kaimingNormalFanOut(shape, options.rng);
     this.weight = this.addParameter('weight', weight);
-    this.bias = options.bias
-      ? this.addParameter('bias', uniformFanIn([outChannels], fanIn(shape), options.rng))
-      : undefined;
+    this.bias = options.bias ? this.addParameter('bias', uniformFanIn([outChannels], fanIn(shape), options.rng)) : undefined;
   }
 
   /** `[B, H, W, inChannels] -> [B, H', W', outChannels]`. */
@@ -273,14 +267,7 @@ export class BatchNorm extends Layer {
     // pass the identity transform explicitly.
     const scale = this.weight ?? tf.onesLike(mean);
     const offset = this.bias ?? tf.zerosLike(mean);
-    return tf.batchNorm(
-      x,
-      mean as tf.Tensor1D,
-      variance as tf.Tensor1D,
-      offset as tf.Tensor1D,
-      scale as tf.Tensor1D,
-      this.eps,
-    );
+    return tf.batchNorm(x, mean as tf.Tensor1D, variance as tf.Tensor1D, offset as tf.Tensor1D, scale as tf.Tensor1D, this.eps);
   }
 
   private updateRunningStats(mean: Tensor, variance: Tensor, count: number): void {

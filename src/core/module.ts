@@ -140,17 +140,13 @@ export abstract class Module {
     const missing = Object.keys(own).filter((k) => !(k in state));
     const unexpected = Object.keys(state).filter((k) => !(k in own));
     if (strict && (missing.length || unexpected.length)) {
-      throw new UserError(
-        `state dict does not match the model: missing [${missing.join(', ')}], unexpected [${unexpected.join(', ')}]`,
-      );
+      throw new UserError(`state dict does not match the model: missing [${missing.join(', ')}], unexpected [${unexpected.join(', ')}]`);
     }
     for (const [name, target] of Object.entries(own)) {
       const source = state[name];
       if (!source) continue;
       if (!tf.util.arraysEqual(source.shape, target.shape)) {
-        throw new UserError(
-          `state dict entry '${name}' has shape [${source.shape}] but the model expects [${target.shape}]`,
-        );
+        throw new UserError(`state dict entry '${name}' has shape [${source.shape}] but the model expects [${target.shape}]`);
       }
     }
     for (const [name, target] of Object.entries(own)) {

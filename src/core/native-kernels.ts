@@ -83,9 +83,27 @@ function defaultThreads(): number {
 
 /** Every function of the addon that the kernels call: a stale build lacking one is not loaded. */
 const ADDON_FUNCTIONS = [
-  'matmul', 'conv2d', 'conv2dBackpropInput', 'conv2dBackpropFilter', 'setNumThreads', 'numThreads', 'binary', 'unary',
-  'reduce', 'tile', 'transpose', 'batchNorm', 'bnTrain', 'bnTrainGrad', 'gnTrain', 'gnTrainGrad', 'maxPool', 'avgPool',
-  'maxPoolGrad', 'avgPoolGrad', 'tuneMalloc',
+  'matmul',
+  'conv2d',
+  'conv2dBackpropInput',
+  'conv2dBackpropFilter',
+  'setNumThreads',
+  'numThreads',
+  'binary',
+  'unary',
+  'reduce',
+  'tile',
+  'transpose',
+  'batchNorm',
+  'bnTrain',
+  'bnTrainGrad',
+  'gnTrain',
+  'gnTrainGrad',
+  'maxPool',
+  'avgPool',
+  'maxPoolGrad',
+  'avgPoolGrad',
+  'tuneMalloc',
 ];
 
 function loadAddon(): DnnlAddon | null {
@@ -234,7 +252,12 @@ export function installNativeKernels(): boolean {
   const a = loadAddon();
   if (a == null) return false;
   if (nativeKernelsInstalled()) return true;
-  const disabled = new Set((process.env[DISABLE_ENV] ?? '').split(',').map((k) => k.trim()).filter(Boolean));
+  const disabled = new Set(
+    (process.env[DISABLE_ENV] ?? '')
+      .split(',')
+      .map((k) => k.trim())
+      .filter(Boolean),
+  );
   for (const kernel of REPLACING) {
     if (disabled.has(kernel.kernelName)) continue;
     const original = tf.getKernel(kernel.kernelName, 'cpu');

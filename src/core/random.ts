@@ -50,12 +50,7 @@ export class Rng {
   /** A generator that depends only on the key, e.g. `Rng.keyed(seed, epoch, index, view)`. */
   static keyed(...key: number[]): Rng {
     const rng = new Rng(0);
-    rng.setState([
-      hashKey(key, 0x243f6a88),
-      hashKey(key, 0x85a308d3),
-      hashKey(key, 0x13198a2e),
-      hashKey(key, 0x03707344),
-    ]);
+    rng.setState([hashKey(key, 0x243f6a88), hashKey(key, 0x85a308d3), hashKey(key, 0x13198a2e), hashKey(key, 0x03707344)]);
     for (let i = 0; i < 12; i++) rng.nextUint32();
     return rng;
   }

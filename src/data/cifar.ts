@@ -23,18 +23,7 @@ export const CIFAR_DEFAULT_DIR = 'datasets';
 const SIDE = 32;
 const IMAGE_BYTES = SIDE * SIDE * 3;
 
-export const CIFAR10_CLASS_NAMES: readonly string[] = Object.freeze([
-  'airplane',
-  'automobile',
-  'bird',
-  'cat',
-  'deer',
-  'dog',
-  'frog',
-  'horse',
-  'ship',
-  'truck',
-]);
+export const CIFAR10_CLASS_NAMES: readonly string[] = Object.freeze(['airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck']);
 
 export const CIFAR100_CLASS_NAMES: readonly string[] = Object.freeze(
   (
@@ -69,8 +58,7 @@ const VARIANTS: Record<CifarVariant, VariantInfo> = {
     labelOffset: 0,
     numClasses: 10,
     classNames: CIFAR10_CLASS_NAMES,
-    files: (split) =>
-      split === 'train' ? [1, 2, 3, 4, 5].map((i) => `data_batch_${i}.bin`) : ['test_batch.bin'],
+    files: (split) => (split === 'train' ? [1, 2, 3, 4, 5].map((i) => `data_batch_${i}.bin`) : ['test_batch.bin']),
     url: 'https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz',
   },
   cifar100: {
@@ -93,14 +81,7 @@ export function cifarRecordBytes(variant: CifarVariant): number {
  * Parses one CIFAR binary file into `labels` / `pixels` (HWC) starting at image `start`;
  * returns the number of records. `file` names the file in error messages.
  */
-export function parseCifarBinary(
-  bytes: Uint8Array,
-  file: string,
-  variant: CifarVariant,
-  labels: Int32Array,
-  pixels: Uint8Array,
-  start: number,
-): number {
+export function parseCifarBinary(bytes: Uint8Array, file: string, variant: CifarVariant, labels: Int32Array, pixels: Uint8Array, start: number): number {
   const info = VARIANTS[variant];
   const record = info.labelBytes + IMAGE_BYTES;
   if (bytes.length === 0 || bytes.length % record !== 0) {
@@ -116,9 +97,7 @@ export function parseCifarBinary(
     const base = r * record;
     const label = bytes[base + info.labelOffset];
     if (label >= info.numClasses) {
-      throw new UserError(
-        `${file}: record ${r} has label ${label}, out of range 0..${info.numClasses - 1} (corrupt file?)`,
-      );
+      throw new UserError(`${file}: record ${r} has label ${label}, out of range 0..${info.numClasses - 1} (corrupt file?)`);
     }
     labels[start + r] = label;
     const src = base + info.labelBytes;
@@ -159,8 +138,7 @@ export function loadCifar(variant: CifarVariant, split: 'train' | 'test', dataDi
     const size = statSync(p).size;
     if (size === 0 || size % record !== 0) {
       throw new UserError(
-        `${p}: not a ${variant} binary batch: ${size} bytes is not a positive multiple of the ` +
-          `${record}-byte record size (truncated or corrupt file?)`,
+        `${p}: not a ${variant} binary batch: ${size} bytes is not a positive multiple of the ` + `${record}-byte record size (truncated or corrupt file?)`,
       );
     }
     total += size / record;

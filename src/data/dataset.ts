@@ -65,10 +65,7 @@ export function createDataset(fields: ImageDatasetFields): ImageDataset {
     throw new Error(`dataset ${fields.name}: ${labels.length} labels for ${length} images`);
   }
   if (pixels.length !== length * height * width * channels) {
-    throw new Error(
-      `dataset ${fields.name}: pixels has ${pixels.length} bytes, expected ` +
-        `${length}x${height}x${width}x${channels}`,
-    );
+    throw new Error(`dataset ${fields.name}: pixels has ${pixels.length} bytes, expected ` + `${length}x${height}x${width}x${channels}`);
   }
   if (classNames.length !== numClasses) {
     throw new Error(`dataset ${fields.name}: ${classNames.length} class names for ${numClasses} classes`);
@@ -98,9 +95,7 @@ export function subset(ds: ImageDataset, indices: ArrayLike<number>): ImageDatas
   for (let k = 0; k < n; k++) {
     const i = indices[k];
     if (!Number.isInteger(i) || i < 0 || i >= ds.length) {
-      throw new UserError(
-        `subset indices: ${i} is not allowed; expected an integer in 0..${ds.length - 1}`,
-      );
+      throw new UserError(`subset indices: ${i} is not allowed; expected an integer in 0..${ds.length - 1}`);
     }
     labels[k] = ds.labels[i];
     pixels.set(ds.pixels.subarray(i * imageBytes, (i + 1) * imageBytes), k * imageBytes);

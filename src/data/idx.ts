@@ -34,10 +34,7 @@ export function parseIdx(bytes: Uint8Array, file: string, expectedDims?: number)
     throw new UserError(`${file}: not an IDX file (magic number 0x${magic}, expected 0x000008NN)`);
   }
   if (bytes[2] !== 0x08) {
-    throw new UserError(
-      `${file}: unsupported IDX element type 0x${bytes[2].toString(16).padStart(2, '0')} ` +
-        '(only 0x08, unsigned byte, is supported)',
-    );
+    throw new UserError(`${file}: unsupported IDX element type 0x${bytes[2].toString(16).padStart(2, '0')} ` + '(only 0x08, unsigned byte, is supported)');
   }
   const nd = bytes[3];
   if (nd === 0) throw new UserError(`${file}: IDX header declares 0 dimensions`);
@@ -46,9 +43,7 @@ export function parseIdx(bytes: Uint8Array, file: string, expectedDims?: number)
   }
   const headerBytes = 4 + 4 * nd;
   if (bytes.length < headerBytes) {
-    throw new UserError(
-      `${file}: truncated IDX header (${bytes.length} bytes, the ${nd} dimension sizes need ${headerBytes})`,
-    );
+    throw new UserError(`${file}: truncated IDX header (${bytes.length} bytes, the ${nd} dimension sizes need ${headerBytes})`);
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const dims: number[] = [];
@@ -60,16 +55,10 @@ export function parseIdx(bytes: Uint8Array, file: string, expectedDims?: number)
   }
   const available = bytes.length - headerBytes;
   if (available < count) {
-    throw new UserError(
-      `${file}: truncated IDX data: dimensions ${dims.join('x')} need ${count} bytes, ` +
-        `the file has ${available}`,
-    );
+    throw new UserError(`${file}: truncated IDX data: dimensions ${dims.join('x')} need ${count} bytes, ` + `the file has ${available}`);
   }
   if (available > count) {
-    throw new UserError(
-      `${file}: corrupt IDX file: ${available - count} unexpected bytes after the ` +
-        `${dims.join('x')} data`,
-    );
+    throw new UserError(`${file}: corrupt IDX file: ${available - count} unexpected bytes after the ` + `${dims.join('x')} data`);
   }
   return { dims, data: bytes.subarray(headerBytes, headerBytes + count) };
 }
@@ -128,13 +117,7 @@ function findIdxFile(dir: string, prefix: string, kind: 'idx3' | 'idx1'): string
  * Loads an MNIST-format dataset (images [N, H, W] and labels [N] as IDX files named
  * `{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`) from `dir`.
  */
-export function loadIdxImageDataset(
-  name: string,
-  dir: string,
-  split: 'train' | 'test',
-  classNames: readonly string[],
-  missingHint: string,
-): ImageDataset {
+export function loadIdxImageDataset(name: string, dir: string, split: 'train' | 'test', classNames: readonly string[], missingHint: string): ImageDataset {
   const prefix = split === 'train' ? 'train' : 't10k';
   const imagesPath = findIdxFile(dir, `${prefix}-images`, 'idx3');
   const labelsPath = findIdxFile(dir, `${prefix}-labels`, 'idx1');
@@ -143,18 +126,14 @@ export function loadIdxImageDataset(
     [labelsPath, `${prefix}-labels-idx1-ubyte`],
   ] as const) {
     if (path === undefined) {
-      throw new UserError(
-        `dataset ${name}: missing ${join(dir, stem)}.gz (or uncompressed ${stem}); ${missingHint}`,
-      );
+      throw new UserError(`dataset ${name}: missing ${join(dir, stem)}.gz (or uncompressed ${stem}); ${missingHint}`);
     }
   }
   const images = readIdxFile(imagesPath!, 3);
   const labels = readIdxFile(labelsPath!, 1);
   const [n, h, w] = images.dims;
   if (labels.dims[0] !== n) {
-    throw new UserError(
-      `${labelsPath}: ${labels.dims[0]} labels, but ${imagesPath} has ${n} images`,
-    );
+    throw new UserError(`${labelsPath}: ${labels.dims[0]} labels, but ${imagesPath} has ${n} images`);
   }
   if (h === 0 || w === 0) throw new UserError(`${imagesPath}: empty images (${h}x${w})`);
   const numClasses = classNames.length;
@@ -192,7 +171,6 @@ export function loadFashionMnist(split: 'train' | 'test', dataDir?: string): Ima
     dir,
     split,
     FASHION_MNIST_CLASS_NAMES,
-    'install it with `apt-get install dataset-fashion-mnist`, or pass --data-dir DIR ' +
-      '(dataDir) naming a directory with the Fashion-MNIST IDX files',
+    'install it with `apt-get install dataset-fashion-mnist`, or pass --data-dir DIR ' + '(dataDir) naming a directory with the Fashion-MNIST IDX files',
   );
 }

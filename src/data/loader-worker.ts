@@ -57,7 +57,10 @@ if (parentPort) {
       if (!source) throw new Error('loader worker got a batch before its init message');
       const out = augmentBatch(source, views, seed, msg.epoch, msg.indices);
       const result: WorkerResult = { id: msg.id, views: out };
-      port.postMessage(result, out.map((a) => a.buffer as ArrayBuffer));
+      port.postMessage(
+        result,
+        out.map((a) => a.buffer as ArrayBuffer),
+      );
     } catch (e) {
       const result: WorkerResult = { id: msg.id, error: (e as Error).stack ?? String(e) };
       port.postMessage(result);

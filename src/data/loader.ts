@@ -5,14 +5,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { UserError } from '../core/errors.js';
-import {
-  augmentBatch,
-  evalViewInto,
-  validateEvalTransform,
-  validateViewAugmentation,
-  type EvalTransform,
-  type ViewAugmentation,
-} from './augment/views.js';
+import { augmentBatch, evalViewInto, validateEvalTransform, validateViewAugmentation, type EvalTransform, type ViewAugmentation } from './augment/views.js';
 import type { ImageDataset } from './dataset.js';
 import type { WorkerInit, WorkerResult, WorkerTask } from './loader-worker.js';
 import type { Sampler } from './sampler.js';

@@ -76,8 +76,7 @@ function shapeMask(label: number, p: ShapeParams): Mask {
       return (u, v, x, y) => inBox(u, v) && Math.sin((w * (x + s * y)) / Math.SQRT2 + p.phase) > 0;
     }
     case 6: // checkerboard
-      return (u, v, x, y) =>
-        inBox(u, v) && Math.sin(w * x + p.phase) * Math.sin(w * y + p.phase * 0.7) > 0;
+      return (u, v, x, y) => inBox(u, v) && Math.sin(w * x + p.phase) * Math.sin(w * y + p.phase * 0.7) > 0;
     case 7: // upward triangle
       return (u, v) => v >= -0.9 && v <= 0.9 && Math.abs(u) <= (v + 0.9) / 1.8;
     case 8: {
@@ -87,8 +86,7 @@ function shapeMask(label: number, p: ShapeParams): Mask {
       return (u, v) => Math.hypot(u - dx, v - dy) <= 0.4 || Math.hypot(u + dx, v + dy) <= 0.4;
     }
     case 9: // x-cross (diagonals)
-      return (u, v) =>
-        inBox(u, v) && (Math.abs(u - v) <= 0.32 || Math.abs(u + v) <= 0.32);
+      return (u, v) => inBox(u, v) && (Math.abs(u - v) <= 0.32 || Math.abs(u + v) <= 0.32);
     default:
       throw new Error(`no synthetic class ${label}`);
   }
@@ -98,14 +96,7 @@ function shapeMask(label: number, p: ShapeParams): Mask {
  * Draws image `index` of a split into `out` ([size, size, channels] at `offset`), using
  * only `Rng.keyed(seed, tag, split, index)`, so image i does not depend on the dataset size.
  */
-function drawImage(
-  out: Uint8Array,
-  offset: number,
-  size: number,
-  channels: number,
-  label: number,
-  rng: Rng,
-): void {
+function drawImage(out: Uint8Array, offset: number, size: number, channels: number, label: number, rng: Rng): void {
   const r = size * rng.uniformIn(0.24, 0.46);
   const margin = r * 0.85;
   const params: ShapeParams = {

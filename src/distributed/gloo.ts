@@ -61,9 +61,7 @@ export interface ProcessGroupOptions {
 
 /** A parsed rendezvous URL. */
 export type RendezvousSpec =
-  | { store: 'file'; path: string }
-  | { store: 'tcp'; host: string; port: number }
-  | { store: 'redis'; host: string; port: number; prefix: string };
+  { store: 'file'; path: string } | { store: 'tcp'; host: string; port: number } | { store: 'redis'; host: string; port: number; prefix: string };
 
 /** Options the addon's `connect` takes. */
 export interface NativeConnectOptions {
@@ -115,19 +113,15 @@ export function loadGlooAddon(): GlooAddon {
   if (cachedAddon) return cachedAddon;
   const path = glooAddonPath();
   const howTo =
-    'Install Gloo and build the addon: `sudo apt-get install libgloo-dev` (Debian/Ubuntu), ' +
-    'then `npm run build:native` in the ssl-zoo package directory.';
+    'Install Gloo and build the addon: `sudo apt-get install libgloo-dev` (Debian/Ubuntu), ' + 'then `npm run build:native` in the ssl-zoo package directory.';
   if (!existsSync(path)) {
-    throw new UserError(
-      `multi-process training needs the Gloo addon, which is not built (${path} is missing). ${howTo}`,
-    );
+    throw new UserError(`multi-process training needs the Gloo addon, which is not built (${path} is missing). ${howTo}`);
   }
   try {
     cachedAddon = require(path) as GlooAddon;
   } catch (err) {
     throw new UserError(
-      `multi-process training needs the Gloo addon, which failed to load from ${path}: ` +
-        `${(err as Error).message.split('\n')[0]}. ${howTo}`,
+      `multi-process training needs the Gloo addon, which failed to load from ${path}: ` + `${(err as Error).message.split('\n')[0]}. ${howTo}`,
     );
   }
   return cachedAddon;
@@ -157,8 +151,7 @@ function parsePort(field: string, value: string, url: string): number {
  * Throws a {@link UserError} naming the field on anything else.
  */
 export function parseRendezvous(url: string, env: NodeJS.ProcessEnv = process.env): RendezvousSpec {
-  const allowed =
-    "'file:///absolute/dir', 'tcp://host:port', 'env://' (MASTER_ADDR, MASTER_PORT) or 'redis://host:port[/prefix]'";
+  const allowed = "'file:///absolute/dir', 'tcp://host:port', 'env://' (MASTER_ADDR, MASTER_PORT) or 'redis://host:port[/prefix]'";
   if (typeof url !== 'string') throw invalidValue('rendezvous', url, allowed);
   if (url === 'env://') {
     const host = env.MASTER_ADDR;
@@ -305,9 +298,7 @@ export class GlooProcessGroup implements ProcessGroup {
   /** Sum over ranks of `data` ([W·n]), then this rank's slice [rank·n, (rank+1)·n) as [n]. */
   reduceScatter(data: Float32Array): Float32Array {
     if (data.length % this.worldSize !== 0) {
-      throw new RangeError(
-        `ssl-zoo gloo: reduceScatter: data length ${data.length} is not a multiple of the world size ${this.worldSize}`,
-      );
+      throw new RangeError(`ssl-zoo gloo: reduceScatter: data length ${data.length} is not a multiple of the world size ${this.worldSize}`);
     }
     const out = new Float32Array(data.length / this.worldSize);
     this.ctx('reduceScatter').reduceScatter(data, out);
@@ -346,13 +337,7 @@ export class GlooProcessGroup implements ProcessGroup {
 export async function createProcessGroup(options: ProcessGroupOptions): Promise<ProcessGroup> {
   const worldSize = checkInteger('worldSize', options.worldSize, 1, 65536, 'an integer >= 1');
   const rank = checkInteger('rank', options.rank, 0, worldSize - 1, `an integer in [0, ${worldSize - 1}]`);
-  const timeoutMs = checkInteger(
-    'timeoutMs',
-    options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-    1,
-    2 ** 31 - 1,
-    'a positive number of milliseconds',
-  );
+  const timeoutMs = checkInteger('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS, 1, 2 ** 31 - 1, 'a positive number of milliseconds');
   const connectTimeoutMs = checkInteger(
     'connectTimeoutMs',
     options.connectTimeoutMs ?? Math.max(timeoutMs, MIN_DEFAULT_CONNECT_TIMEOUT_MS),
@@ -365,9 +350,7 @@ export async function createProcessGroup(options: ProcessGroupOptions): Promise<
   const spec = parseRendezvous(options.rendezvous);
   const addon = loadGlooAddon();
   if (spec.store === 'redis' && !addon.hasRedis) {
-    throw new UserError(
-      `rendezvous ${JSON.stringify(options.rendezvous)}: this Gloo build has no Redis support; use file:// or tcp://`,
-    );
+    throw new UserError(`rendezvous ${JSON.stringify(options.rendezvous)}: this Gloo build has no Redis support; use file:// or tcp://`);
   }
   if (spec.store === 'file') {
     try {

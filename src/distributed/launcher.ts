@@ -84,8 +84,7 @@ export function workerEnv(env: NodeJS.ProcessEnv = process.env): WorkerEnv | und
   const worldSize = (torchrun ? intVar(env, 'WORLD_SIZE') : (intVar(env, 'SLURM_STEP_NUM_TASKS') ?? intVar(env, 'SLURM_NTASKS'))) as number;
   const rank = (torchrun ? intVar(env, 'RANK') : intVar(env, 'SLURM_PROCID')) as number;
   const localRank = (torchrun ? intVar(env, 'LOCAL_RANK') : intVar(env, 'SLURM_LOCALID')) ?? 0;
-  const localWorldSize =
-    (torchrun ? intVar(env, 'LOCAL_WORLD_SIZE') : (slurmTasksOnThisNode(env) ?? intVar(env, 'SLURM_NTASKS_PER_NODE'))) ?? worldSize;
+  const localWorldSize = (torchrun ? intVar(env, 'LOCAL_WORLD_SIZE') : (slurmTasksOnThisNode(env) ?? intVar(env, 'SLURM_NTASKS_PER_NODE'))) ?? worldSize;
   if (worldSize < 1 || rank >= worldSize) throw invalidValue('RANK', rank, `an integer in [0, ${worldSize - 1}] (WORLD_SIZE=${worldSize})`);
   const rendezvous = env[RENDEZVOUS_ENV] ?? (env.MASTER_ADDR && env.MASTER_PORT ? 'env://' : undefined);
   if (!rendezvous) {
@@ -213,7 +212,10 @@ export function describeExit(code: number | null, signal: NodeJS.Signals | null)
  *   that follow it, if it wrote any.
  */
 export function failureReport(rank: number, code: number | null, signal: NodeJS.Signals | null, stderr: string): string | undefined {
-  const lines = stderr.split('\n').map((l) => l.trimEnd()).filter((l) => l.trim() !== '');
+  const lines = stderr
+    .split('\n')
+    .map((l) => l.trimEnd())
+    .filter((l) => l.trim() !== '');
   if (code === 2 && !signal) {
     if (rank === 0) return undefined;
     return lines.filter((l) => l.startsWith('ssl-train: error:')).slice(-1)[0] ?? `ssl-train: rank ${rank} failed: ${describeExit(code, signal)}`;

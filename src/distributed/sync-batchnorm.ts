@@ -46,11 +46,7 @@ export class SyncBatchNorm extends BatchNorm {
    * parameters (trainable flags included) and buffers, and its training mode.
    */
   static fromBatchNorm(bn: BatchNorm, group: ProcessGroup): SyncBatchNorm {
-    const sync = new SyncBatchNorm(
-      bn.numFeatures,
-      { eps: bn.eps, momentum: bn.momentum, affine: bn.weight !== undefined },
-      group,
-    );
+    const sync = new SyncBatchNorm(bn.numFeatures, { eps: bn.eps, momentum: bn.momentum, affine: bn.weight !== undefined }, group);
     sync.loadStateDict(bn.stateDict());
     if (bn.weight && sync.weight) sync.weight.trainable = bn.weight.trainable;
     if (bn.bias && sync.bias) sync.bias.trainable = bn.bias.trainable;

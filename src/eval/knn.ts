@@ -23,13 +23,7 @@ export interface Accuracy {
  *
  * `trainFeatures [N, F]`, `trainLabels [N]`, `testFeatures [M, F]`, `testLabels [M]`.
  */
-export function weightedKnn(
-  trainFeatures: Tensor,
-  trainLabels: Int32Array,
-  testFeatures: Tensor,
-  testLabels: Int32Array,
-  options: KnnOptions,
-): Accuracy {
+export function weightedKnn(trainFeatures: Tensor, trainLabels: Int32Array, testFeatures: Tensor, testLabels: Int32Array, options: KnnOptions): Accuracy {
   const { temperature, numClasses } = options;
   const k = Math.min(options.k, trainFeatures.shape[0]);
   const chunk = options.chunk ?? 256;

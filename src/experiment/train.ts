@@ -59,7 +59,9 @@ function packageVersion(): string {
 
 function gitCommit(): string | undefined {
   try {
-    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packageRoot, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packageRoot, stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
   } catch {
     return undefined;
   }
@@ -204,7 +206,9 @@ export function prepareExperiment(config: TrainConfig): Experiment {
 export function checkGradCache(config: TrainConfig, method: BaseMethod, printWarning: boolean): void {
   if (config.gradCacheChunk === undefined) return;
   if (!method.splitsLoss) {
-    throw new UserError(`--grad-cache-chunk: method '${config.method}' overrides sslLoss(); split it into embed() and embeddingLoss() to use the gradient cache`);
+    throw new UserError(
+      `--grad-cache-chunk: method '${config.method}' overrides sslLoss(); split it into embed() and embeddingLoss() to use the gradient cache`,
+    );
   }
   if (!hasBatchNorm(method)) return;
   if (!config.gradCacheApproximateBn) {
@@ -214,7 +218,9 @@ export function checkGradCache(config: TrainConfig, method: BaseMethod, printWar
     );
   }
   if (printWarning) {
-    process.stderr.write('ssl-train: warning: gradient cache with batch norm uses per-chunk statistics: gradients are approximate, not those of the full batch\n');
+    process.stderr.write(
+      'ssl-train: warning: gradient cache with batch norm uses per-chunk statistics: gradients are approximate, not those of the full batch\n',
+    );
   }
 }
 
@@ -313,7 +319,10 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     runDir,
     resume: config.resume,
     config: resolved,
-    callbacks: [...(options.callbacks ?? [new ProgressBar(config.epochs)]), ...(scope.isRegistered(CALLBACK, true) ? scope.resolveAll<Callback>(CALLBACK) : [])],
+    callbacks: [
+      ...(options.callbacks ?? [new ProgressBar(config.epochs)]),
+      ...(scope.isRegistered(CALLBACK, true) ? scope.resolveAll<Callback>(CALLBACK) : []),
+    ],
   };
   scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
   let stoppedTogether = false;

@@ -91,7 +91,15 @@ function step(task: SslTask, optimizer: TrainerOptimizer, batches: MultiViewBatc
       if (name) grads[name] = Float32Array.from(g.dataSync() as Float32Array);
     }
   };
-  const { reduced } = applyStep(strategy, optimizer, acc!, variables, () => {}, () => 0, inspect);
+  const { reduced } = applyStep(
+    strategy,
+    optimizer,
+    acc!,
+    variables,
+    () => {},
+    () => 0,
+    inspect,
+  );
   return { loss: reduced.loss, grads };
 }
 
@@ -209,7 +217,12 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         return { ...out, state: stateArrays(r.method) };
       };
       const refOut = run(reference, batches);
-      const twinOuts = twins.map((twin, t) => run(twin, batches.map((b, j) => twinBatch(b, ((s + 1) * ROUNDOFF_TWINS + t) * accumulate + j))));
+      const twinOuts = twins.map((twin, t) =>
+        run(
+          twin,
+          batches.map((b, j) => twinBatch(b, ((s + 1) * ROUNDOFF_TWINS + t) * accumulate + j)),
+        ),
+      );
       if (options.dump && stateBefore) dumpStep(join(options.dump, `step-${s + 1}`), stateBefore, batches[0]!, refOut, ddpOut, meanLoss, reference.method);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
       const lossRoundoff = roundoff((o) => scalarDifference(o.loss, refOut.loss));
@@ -242,7 +255,9 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   }
   if (!reference) return undefined;
   const ratio = (d: number, b: number) => (Number.isNaN(d) ? Infinity : d / b);
-  const worst = Math.max(...results.map((r) => Math.max(ratio(r.loss, r.lossBound), ratio(r.gradients, r.gradientsBound), ratio(r.parameters, r.parametersBound))));
+  const worst = Math.max(
+    ...results.map((r) => Math.max(ratio(r.loss, r.lossBound), ratio(r.gradients, r.gradientsBound), ratio(r.parameters, r.parametersBound))),
+  );
   return { worldSize, steps: results, worst, tolerance, roundoffFactor, passed: worst <= 1 };
 }
 
@@ -281,7 +296,8 @@ export function formatVerifyResult(result: VerifyResult, method: string): string
     `relative difference / its bound (${result.roundoffFactor} x the measured float32 round-off, at least ${e(result.tolerance)}); gradients and parameters in norm over all tensors`,
     `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} ${'parameters'.padEnd(21)} largest share (gradients; parameters)`,
     ...result.steps.map(
-      (s) => `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${cell(s.parameters, s.parametersBound)} ${s.gradientsTensor}; ${s.parametersTensor}`,
+      (s) =>
+        `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${cell(s.parameters, s.parametersBound)} ${s.gradientsTensor}; ${s.parametersTensor}`,
     ),
     `${result.passed ? 'PASSED' : 'FAILED'}: the worst difference is ${result.worst.toFixed(2)} of its bound`,
   ];
@@ -289,7 +305,12 @@ export function formatVerifyResult(result: VerifyResult, method: string): string
 }
 
 /** `ssl-train verify --case FILE`: the loss functions against reference values, on this rank. */
-export async function runVerifyCase(config: TrainConfig, casePath: string, tolerance: number, worker?: WorkerEnv): Promise<{ text: string; passed: boolean } | undefined> {
+export async function runVerifyCase(
+  config: TrainConfig,
+  casePath: string,
+  tolerance: number,
+  worker?: WorkerEnv,
+): Promise<{ text: string; passed: boolean } | undefined> {
   await initEngine(config.backend);
   const group = await processGroup(worker, config.timeout * 1000);
   try {

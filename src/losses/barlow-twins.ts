@@ -49,12 +49,7 @@ export interface BarlowTwinsTerms {
  *   which DDP's averaging divides back out (scale convention: src/distributed/collectives.ts).
  *   Three collectives forward, three backward.
  */
-export function barlowTwinsLoss(
-  z1: tf.Tensor2D,
-  z2: tf.Tensor2D,
-  options: BarlowTwinsOptions = BARLOW_TWINS_DEFAULTS,
-  group?: ProcessGroup,
-): Scalar {
+export function barlowTwinsLoss(z1: tf.Tensor2D, z2: tf.Tensor2D, options: BarlowTwinsOptions = BARLOW_TWINS_DEFAULTS, group?: ProcessGroup): Scalar {
   const terms = barlowTwinsLossWithTerms(z1, z2, options, group);
   tf.dispose([terms.onDiag, terms.offDiag]);
   return terms.loss;
@@ -78,10 +73,7 @@ export function barlowTwinsLossWithTerms(
     const n = layout.globalBatch;
     const d = z1.shape[1];
     // Columns are standardised independently: both views at once, one collective per pass.
-    const [z1n, z2n] = tf.split(standardizeColumns(tf.concat([z1, z2], 1), eps, layout), [d, d], 1) as [
-      tf.Tensor2D,
-      tf.Tensor2D,
-    ];
+    const [z1n, z2n] = tf.split(standardizeColumns(tf.concat([z1, z2], 1), eps, layout), [d, d], 1) as [tf.Tensor2D, tf.Tensor2D];
     const c = tf.div(sumOverRanks(tf.matMul(z1n, z2n, true, false), layout), n) as tf.Tensor2D; // [D, D]
     const onDiag = tf.sum(tf.square(tf.sub(1, diagonal(c)))) as Scalar;
     const offDiag = offDiagonalSumOfSquares(c);

@@ -20,13 +20,7 @@ import { checkPair, rowCosine } from './ops.js';
  * and the mean over ranks of those is the global mean (equal B per rank), so any world size
  * is already correct (scale convention: src/distributed/collectives.ts); no collective runs.
  */
-export function byolLoss(
-  p1: tf.Tensor2D,
-  p2: tf.Tensor2D,
-  z1: tf.Tensor2D,
-  z2: tf.Tensor2D,
-  group?: ProcessGroup,
-): Scalar {
+export function byolLoss(p1: tf.Tensor2D, p2: tf.Tensor2D, z1: tf.Tensor2D, z2: tf.Tensor2D, group?: ProcessGroup): Scalar {
   checkPair('byolLoss', ['p1', 'p2'], p1, p2);
   checkPair('byolLoss', ['z1', 'z2'], z1, z2);
   checkPair('byolLoss', ['p1', 'z1'], p1, z1);

@@ -1,14 +1,7 @@
 /**
  * Loss functions of embeddings: pure `(inputs, options, group?) => Scalar`, one per file.
  */
-export {
-  ntXentLoss,
-  ntXentMasks,
-  NT_XENT_DEFAULTS,
-  NT_XENT_TILED_THRESHOLD,
-  MASKED_LOGIT,
-  type NtXentOptions,
-} from './nt-xent.js';
+export { ntXentLoss, ntXentMasks, NT_XENT_DEFAULTS, NT_XENT_TILED_THRESHOLD, MASKED_LOGIT, type NtXentOptions } from './nt-xent.js';
 export { ntXentLossTiled, NT_XENT_DEFAULT_TILE_SIZE, type NtXentTiledOptions } from './nt-xent-tiled.js';
 export {
   barlowTwinsLoss,

@@ -53,12 +53,7 @@ export interface NtXentTiledOptions {
  *
  * Peak memory is O(N·D + tileSize²) instead of O(B·N).
  */
-export function ntXentLossTiled(
-  z1: tf.Tensor2D,
-  z2: tf.Tensor2D,
-  options: NtXentTiledOptions,
-  group?: ProcessGroup,
-): Scalar {
+export function ntXentLossTiled(z1: tf.Tensor2D, z2: tf.Tensor2D, options: NtXentTiledOptions, group?: ProcessGroup): Scalar {
   checkPair('ntXentLossTiled', ['z1', 'z2'], z1, z2);
   const { temperature } = options;
   if (!(Number.isFinite(temperature) && temperature > 0)) {
@@ -71,12 +66,7 @@ export function ntXentLossTiled(
     // The gather is of the raw rows (differentiable: backward reduce-scatter SUM); rows are
     // normalised inside the op, row by row, so the candidates are exactly the gathered
     // normalised rows of the plain loss. One process: the candidates are z1, z2 themselves.
-    tiledNtXent(
-      layout.worldSize === 1 ? [z1, z2] : [z1, z2, gatherRows(z1, layout), gatherRows(z2, layout)],
-      layout,
-      temperature,
-      tileSize,
-    ),
+    tiledNtXent(layout.worldSize === 1 ? [z1, z2] : [z1, z2, gatherRows(z1, layout), gatherRows(z2, layout)], layout, temperature, tileSize),
   );
 }
 
@@ -149,20 +139,11 @@ function tileMask(columns: Int32Array, rows: Span, cols: Span): tf.Tensor2D | un
     any ||= local[k]! >= 0;
   }
   if (!any) return undefined;
-  return tf.tidy(() =>
-    tf.equal(tf.expandDims(tf.tensor1d(local, 'int32'), 1), tf.expandDims(tf.range(0, cols.size, 1, 'int32'), 0)),
-  ) as tf.Tensor2D;
+  return tf.tidy(() => tf.equal(tf.expandDims(tf.tensor1d(local, 'int32'), 1), tf.expandDims(tf.range(0, cols.size, 1, 'int32'), 0))) as tf.Tensor2D;
 }
 
 /** The tile's logits `a cᵀ / τ` with the self entries set to MASKED_LOGIT: `[rows, cols]`. */
-function tileLogits(
-  aRows: tf.Tensor2D,
-  cCols: tf.Tensor2D,
-  temperature: number,
-  selfCols: Int32Array,
-  rows: Span,
-  cols: Span,
-): tf.Tensor2D {
+function tileLogits(aRows: tf.Tensor2D, cCols: tf.Tensor2D, temperature: number, selfCols: Int32Array, rows: Span, cols: Span): tf.Tensor2D {
   return tf.tidy(() => {
     const s = tf.div(tf.matMul(aRows, cCols, false, true), temperature) as tf.Tensor2D;
     const selfMask = tileMask(selfCols, rows, cols);

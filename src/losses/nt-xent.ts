@@ -58,12 +58,7 @@ export const MASKED_LOGIT = -1e9;
  * `ntXentLossTiled` (src/losses/nt-xent-tiled.ts): same values and gradients to float32
  * round-off, memory O(N·D + tileSize²) instead of O(B·N).
  */
-export function ntXentLoss(
-  z1: tf.Tensor2D,
-  z2: tf.Tensor2D,
-  options: NtXentOptions = NT_XENT_DEFAULTS,
-  group?: ProcessGroup,
-): Scalar {
+export function ntXentLoss(z1: tf.Tensor2D, z2: tf.Tensor2D, options: NtXentOptions = NT_XENT_DEFAULTS, group?: ProcessGroup): Scalar {
   checkPair('ntXentLoss', ['z1', 'z2'], z1, z2);
   const { temperature } = options;
   if (!(Number.isFinite(temperature) && temperature > 0)) {

@@ -42,8 +42,6 @@ export function checkPair(fn: string, names: [string, string], a: tf.Tensor, b: 
     if (t.dtype !== 'float32') throw new Error(`${fn}: ${name} must be float32, got ${t.dtype}`);
   }
   if (a.shape[0] !== b.shape[0] || a.shape[1] !== b.shape[1]) {
-    throw new Error(
-      `${fn}: ${names[0]} [${a.shape.join(', ')}] and ${names[1]} [${b.shape.join(', ')}] must have the same shape`,
-    );
+    throw new Error(`${fn}: ${names[0]} [${a.shape.join(', ')}] and ${names[1]} [${b.shape.join(', ')}] must have the same shape`);
   }
 }

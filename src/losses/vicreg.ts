@@ -56,24 +56,14 @@ export interface VicregTerms {
  *   divides back out (scale convention: src/distributed/collectives.ts).
  *   Two collectives forward, two backward.
  */
-export function vicregLoss(
-  z1: tf.Tensor2D,
-  z2: tf.Tensor2D,
-  options: VicregOptions = VICREG_DEFAULTS,
-  group?: ProcessGroup,
-): Scalar {
+export function vicregLoss(z1: tf.Tensor2D, z2: tf.Tensor2D, options: VicregOptions = VICREG_DEFAULTS, group?: ProcessGroup): Scalar {
   const terms = vicregLossWithTerms(z1, z2, options, group);
   tf.dispose([terms.invariance, terms.variance, terms.covariance]);
   return terms.loss;
 }
 
 /** {@link vicregLoss} with its unweighted invariance, variance and covariance terms. */
-export function vicregLossWithTerms(
-  z1: tf.Tensor2D,
-  z2: tf.Tensor2D,
-  options: VicregOptions = VICREG_DEFAULTS,
-  group?: ProcessGroup,
-): VicregTerms {
+export function vicregLossWithTerms(z1: tf.Tensor2D, z2: tf.Tensor2D, options: VicregOptions = VICREG_DEFAULTS, group?: ProcessGroup): VicregTerms {
   checkPair('vicregLoss', ['z1', 'z2'], z1, z2);
   const { simWeight, varWeight, covWeight } = options;
   const gamma = options.gamma ?? VICREG_DEFAULTS.gamma;
@@ -97,11 +87,7 @@ export function vicregLossWithTerms(
     const [s1, s2] = viewStatistics([z1, z2], gamma, eps, layout);
     const variance = tf.div(tf.add(s1.varianceHinge, s2.varianceHinge), 2) as Scalar;
     const covariance = tf.div(tf.add(s1.offDiagonal, s2.offDiagonal), d) as Scalar;
-    const loss = tf.addN([
-      tf.mul(simWeight, invariance),
-      tf.mul(varWeight, variance),
-      tf.mul(covWeight, covariance),
-    ]) as Scalar;
+    const loss = tf.addN([tf.mul(simWeight, invariance), tf.mul(varWeight, variance), tf.mul(covWeight, covariance)]) as Scalar;
     return { loss, invariance, variance, covariance };
   });
 }

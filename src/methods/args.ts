@@ -95,9 +95,7 @@ export function resolveArgs<S extends ArgSpecs>(specs: S, overrides: Readonly<Re
     const spec = Object.prototype.hasOwnProperty.call(specs, name) ? specs[name] : undefined;
     if (!spec) {
       const names = Object.keys(specs);
-      throw new UserError(
-        `method_args.${name}: not a hyperparameter of method '${method}'; it has ${names.join(', ') || 'none'} (see ssl-train methods)`,
-      );
+      throw new UserError(`method_args.${name}: not a hyperparameter of method '${method}'; it has ${names.join(', ') || 'none'} (see ssl-train methods)`);
     }
     if (!allows(spec, value)) throw invalidValue(`method_args.${name}`, value, allowedValues(spec));
   }

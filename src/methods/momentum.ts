@@ -74,5 +74,5 @@ export abstract class MomentumMethod extends BaseMethod {
 /** solo-learn's tau schedule: `final - (final - base) * (cos(pi * step / maxSteps) + 1) / 2`. */
 export function cosineTau(base: number, final: number, step: number, maxSteps: number): number {
   if (maxSteps <= 0) return final;
-  return final - (final - base) * (Math.cos((Math.PI * Math.min(step, maxSteps)) / maxSteps) + 1) / 2;
+  return final - ((final - base) * (Math.cos((Math.PI * Math.min(step, maxSteps)) / maxSteps) + 1)) / 2;
 }

@@ -24,7 +24,9 @@ export function registerMethod(name: string, cls: MethodClass): void {
   if (!/^[a-z][a-z0-9_-]*$/.test(name)) throw new Error(`method name '${name}' must be lower-case letters, digits, - or _`);
   if (Object.prototype.hasOwnProperty.call(cls, 'defaultArgs')) {
     // The former way to declare hyperparameters: it would be silently ignored.
-    throw new Error(`method '${name}' (${cls.name}) has static defaultArgs; declare its hyperparameters as static args = defineArgs({ ...Parent.args, name: { kind, default, description } })`);
+    throw new Error(
+      `method '${name}' (${cls.name}) has static defaultArgs; declare its hyperparameters as static args = defineArgs({ ...Parent.args, name: { kind, default, description } })`,
+    );
   }
   registry.set(name, cls);
 }

@@ -86,7 +86,12 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
     const o = this.optim;
     const [methodGroup, classifierGroup] = this.method.parameterGroups();
     const method = { name: 'method', lr: scaleLearningRate(o.lr, o.globalBatch), weightDecay: o.weightDecay };
-    const classifier: ParamGroup = { name: 'classifier', params: toNamedParams(classifierGroup.params), lr: scaleLearningRate(o.classifierLr, o.globalBatch), weightDecay: 0 };
+    const classifier: ParamGroup = {
+      name: 'classifier',
+      params: toNamedParams(classifierGroup.params),
+      lr: scaleLearningRate(o.classifierLr, o.globalBatch),
+      weightDecay: 0,
+    };
     // Biases and normalisation weights get no weight decay, whatever the optimizer. LARS
     // (as in solo-learn's recipes) leaves 1-D parameters without adaptation and without
     // weight decay inside one group; SGD and AdamW get them in a `method_no_decay` group
@@ -133,7 +138,10 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
     if (!group || group.worldSize === 1) return extractFeatures(this.method, dataset, v.transform, v.batchSize);
     const per = Math.ceil(dataset.length / group.worldSize);
     const start = group.rank * per;
-    const shard = subset(dataset, Int32Array.from({ length: per }, (_, i) => Math.min(start + i, dataset.length - 1)));
+    const shard = subset(
+      dataset,
+      Int32Array.from({ length: per }, (_, i) => Math.min(start + i, dataset.length - 1)),
+    );
     const local = extractFeatures(this.method, shard, v.transform, v.batchSize);
     const gather = (t: Tensor): Tensor => {
       const columns = t.shape[1] ?? 1;

@@ -2,15 +2,7 @@
  * Optimizers (SGD, LARS, AdamW), parameter groups with weight-decay exclusion, and
  * learning-rate schedules, following solo-learn and PyTorch.
  */
-export {
-  type NamedParam,
-  type ParamGroup,
-  type GroupSettings,
-  toNamedParams,
-  isBiasOrNorm,
-  splitWeightDecay,
-  excludeBiasAndNorm,
-} from './params.js';
+export { type NamedParam, type ParamGroup, type GroupSettings, toNamedParams, isBiasOrNorm, splitWeightDecay, excludeBiasAndNorm } from './params.js';
 export {
   OPTIMIZER_NAMES,
   type OptimizerName,
@@ -24,10 +16,5 @@ export {
 export { SGD, type SGDOptions } from './sgd.js';
 export { LARS, type LARSOptions } from './lars.js';
 export { AdamW, type AdamWOptions } from './adamw.js';
-export {
-  type WarmupCosineOptions,
-  warmupCosineLr,
-  WarmupCosineSchedule,
-  scaleLearningRate,
-} from './schedule.js';
+export { type WarmupCosineOptions, warmupCosineLr, WarmupCosineSchedule, scaleLearningRate } from './schedule.js';
 export { type OptimizerOptions, createOptimizer } from './factory.js';

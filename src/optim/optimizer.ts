@@ -138,17 +138,14 @@ export abstract class Optimizer {
    * {@link GradientMap}). Runs inside `tf.tidy`; the gradients stay owned by the caller.
    */
   step(grads: GradientMap): void {
-    const lookup =
-      grads instanceof Map ? (v: Variable) => grads.get(v) : (v: Variable) => (grads as tf.NamedTensorMap)[v.name];
+    const lookup = grads instanceof Map ? (v: Variable) => grads.get(v) : (v: Variable) => (grads as tf.NamedTensorMap)[v.name];
     const work: Array<{ param: NamedParam; grad: Tensor; group: OptimizerGroup }> = [];
     for (const group of this.groups) {
       for (const param of group.params) {
         const grad = lookup(param.variable);
         if (!grad) continue;
         if (!tf.util.arraysEqual(grad.shape, param.variable.shape)) {
-          throw new Error(
-            `gradient for '${param.name}' has shape [${grad.shape}] but the parameter has shape [${param.variable.shape}]`,
-          );
+          throw new Error(`gradient for '${param.name}' has shape [${grad.shape}] but the parameter has shape [${param.variable.shape}]`);
         }
         work.push({ param, grad, group });
       }

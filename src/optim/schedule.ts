@@ -67,13 +67,7 @@ export class WarmupCosineSchedule {
    * Converts solo-learn's epoch-based settings with `scheduler_interval: step`: warmup =
    * warmupEpochs × stepsPerEpoch, total = maxEpochs × stepsPerEpoch.
    */
-  static fromEpochs(options: {
-    warmupEpochs: number;
-    maxEpochs: number;
-    stepsPerEpoch: number;
-    warmupStartLr?: number;
-    minLr?: number;
-  }): WarmupCosineSchedule {
+  static fromEpochs(options: { warmupEpochs: number; maxEpochs: number; stepsPerEpoch: number; warmupStartLr?: number; minLr?: number }): WarmupCosineSchedule {
     const { warmupEpochs, maxEpochs, stepsPerEpoch, ...rest } = options;
     return new WarmupCosineSchedule({
       warmupSteps: warmupEpochs * stepsPerEpoch,

@@ -20,8 +20,26 @@ export const RUN_COLORS = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f'
 
 /** Class colours of the embedding maps (20 distinguishable hues). */
 export const CLASS_COLORS = [
-  '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf',
-  '#aec7e8', '#ffbb78', '#98df8a', '#ff9896', '#c5b0d5', '#c49c94', '#f7b6d2', '#c7c7c7', '#dbdb8d', '#9edae5',
+  '#1f77b4',
+  '#ff7f0e',
+  '#2ca02c',
+  '#d62728',
+  '#9467bd',
+  '#8c564b',
+  '#e377c2',
+  '#7f7f7f',
+  '#bcbd22',
+  '#17becf',
+  '#aec7e8',
+  '#ffbb78',
+  '#98df8a',
+  '#ff9896',
+  '#c5b0d5',
+  '#c49c94',
+  '#f7b6d2',
+  '#c7c7c7',
+  '#dbdb8d',
+  '#9edae5',
 ];
 
 const LINE_SIZE = { width: 860, height: 420 };
@@ -97,19 +115,40 @@ export function metricCharts(runs: ReportRun[]): ChartSpec[] {
       id: 'chart-knn',
       file: 'knn-accuracy.png',
       title: 'kNN top-1 accuracy',
-      option: lineOption('kNN top-1 accuracy', 'weighted kNN on frozen backbone features, validation set', 'epoch', 'top-1 accuracy (%)', perEpoch('val/knn_acc1'), 0),
+      option: lineOption(
+        'kNN top-1 accuracy',
+        'weighted kNN on frozen backbone features, validation set',
+        'epoch',
+        'top-1 accuracy (%)',
+        perEpoch('val/knn_acc1'),
+        0,
+      ),
     },
     {
       id: 'chart-linear',
       file: 'linear-accuracy.png',
       title: 'Linear top-1 accuracy',
-      option: lineOption('Linear top-1 accuracy', 'online linear classifier on detached features, validation set', 'epoch', 'top-1 accuracy (%)', perEpoch('val/acc1'), 0),
+      option: lineOption(
+        'Linear top-1 accuracy',
+        'online linear classifier on detached features, validation set',
+        'epoch',
+        'top-1 accuracy (%)',
+        perEpoch('val/acc1'),
+        0,
+      ),
     },
     {
       id: 'chart-throughput',
       file: 'throughput.png',
       title: 'Training throughput',
-      option: lineOption('Training throughput', 'images per second over all ranks (first step left out: warm-up)', xName, 'images / s', perStep('train/images_per_sec', true), 0),
+      option: lineOption(
+        'Training throughput',
+        'images per second over all ranks (first step left out: warm-up)',
+        xName,
+        'images / s',
+        perStep('train/images_per_sec', true),
+        0,
+      ),
     },
   ];
   return specs.map((s) => ({ ...s, ...LINE_SIZE }));
@@ -117,7 +156,12 @@ export function metricCharts(runs: ReportRun[]): ChartSpec[] {
 
 /** A file-name-safe form of a label. */
 export function slug(label: string): string {
-  return label.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '') || 'run';
+  return (
+    label
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-+|-+$/g, '') || 'run'
+  );
 }
 
 /** The 2-D embedding map of one run: its validation points, coloured by class. */

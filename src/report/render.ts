@@ -46,7 +46,10 @@ export function escapeHtml(text: string): string {
 
 /** JSON safe to embed in a `<script>` element. */
 function scriptJson(value: unknown): string {
-  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 }
 
 /** What the HTML report shows. */
@@ -77,7 +80,20 @@ function fixed(x: number | undefined, digits: number): string {
 }
 
 function statsTable(runs: ReportRun[], stats: RunStats[]): string {
-  const head = ['run', 'method', 'backbone', 'dataset', 'epochs', 'global batch', 'best kNN top-1', 'best linear top-1', 'final loss', 'images / s', 'wall time', 'status'];
+  const head = [
+    'run',
+    'method',
+    'backbone',
+    'dataset',
+    'epochs',
+    'global batch',
+    'best kNN top-1',
+    'best linear top-1',
+    'final loss',
+    'images / s',
+    'wall time',
+    'status',
+  ];
   const body = runs.map((run, i) => {
     const s = stats[i];
     const epochs = s.epochsDone === undefined ? `${run.epochs}` : `${Number(s.epochsDone.toFixed(2))} / ${run.epochs}`;
@@ -162,7 +178,9 @@ export function reportHtml(model: ReportModel): string {
   const chartDiv = (spec: ChartSpec) =>
     `<div class="card"><div class="chart" id="${spec.id}" role="img" aria-label="${escapeHtml(spec.title)}" style="height:${spec.height}px"></div></div>`;
   const embeddingCards = model.embeddings.map(({ run, chart, note }) =>
-    chart ? chartDiv(chart) : `<div class="card"><p class="note"><strong>${escapeHtml(run.label)}</strong>: no embedding map (${escapeHtml(note ?? 'not computed')})</p></div>`,
+    chart
+      ? chartDiv(chart)
+      : `<div class="card"><p class="note"><strong>${escapeHtml(run.label)}</strong>: no embedding map (${escapeHtml(note ?? 'not computed')})</p></div>`,
   );
   const specs = [...model.charts, ...model.embeddings.flatMap((e) => (e.chart ? [e.chart] : []))].map((s) => ({ id: s.id, option: s.option }));
   const runList = model.runs.map((r) => escapeHtml(r.dir)).join(', ');

@@ -144,7 +144,9 @@ export function runStats(run: ReportRun): RunStats {
   const loss = metricSeries(run, 'train/loss').map(([, v]) => v);
   const tail = loss.slice(-Math.max(1, Math.ceil(loss.length / 10)));
   // The first step includes warm-up (kernel compilation, worker start); leave it out of the median.
-  const throughput = metricSeries(run, 'train/images_per_sec').filter(([step]) => step > 1).map(([, v]) => v);
+  const throughput = metricSeries(run, 'train/images_per_sec')
+    .filter(([step]) => step > 1)
+    .map(([, v]) => v);
   return {
     steps,
     epochsDone: run.stepsPerEpoch ? steps / run.stepsPerEpoch : undefined,

@@ -50,7 +50,11 @@ function describeError(e: unknown): string {
 
 /** Wraps config values the way W&B stores them: `{ key: { value, desc } }`. */
 function wandbConfig(config: Record<string, unknown>): Record<string, { value: unknown; desc: null }> {
-  return Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined).map(([k, v]) => [k, { value: v, desc: null }]));
+  return Object.fromEntries(
+    Object.entries(config)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [k, { value: v, desc: null }]),
+  );
 }
 
 async function workerMain(input: WorkerInput): Promise<void> {
@@ -66,7 +70,12 @@ async function workerMain(input: WorkerInput): Promise<void> {
   };
   // The SDK prints progress and errors on the console; errors become problems, the rest is dropped.
   console.log = console.info = console.debug = console.warn = () => undefined;
-  console.error = (...args: unknown[]) => report(format(...args).split('\n')[0].slice(0, 300));
+  console.error = (...args: unknown[]) =>
+    report(
+      format(...args)
+        .split('\n')[0]
+        .slice(0, 300),
+    );
   // An SDK listener throws on a failed run instead of rejecting; keep it from ending the worker.
   process.on('uncaughtException', (e) => report(describeError(e)));
   process.on('unhandledRejection', (e) => report(describeError(e)));

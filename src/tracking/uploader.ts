@@ -48,15 +48,11 @@ export interface UploaderOptions {
 }
 
 /** Messages to the worker. */
-export type ToWorker =
-  | { type: 'log'; step: number; row: Record<string, number> }
-  | { type: 'finish'; exitCode: number; summary: Record<string, number> };
+export type ToWorker = { type: 'log'; step: number; row: Record<string, number> } | { type: 'finish'; exitCode: number; summary: Record<string, number> };
 
 /** Messages from the worker. */
 export type FromWorker =
-  | { type: 'started'; entity: string; url: string }
-  | { type: 'problem'; message: string }
-  | { type: 'finished'; ok: boolean; problems: string[] };
+  { type: 'started'; entity: string; url: string } | { type: 'problem'; message: string } | { type: 'finished'; ok: boolean; problems: string[] };
 
 /** The worker's `workerData`. */
 export interface WorkerInput {

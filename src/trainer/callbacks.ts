@@ -80,7 +80,11 @@ export class ProgressBar implements Callback {
    */
   onEpochEnd(progress: Progress, metrics: Record<string, number>): void {
     const fresh = metrics.epoch === undefined || metrics.epoch === progress.epoch;
-    const keys = fresh ? Object.keys(metrics).filter((k) => k !== 'epoch').sort() : [];
+    const keys = fresh
+      ? Object.keys(metrics)
+          .filter((k) => k !== 'epoch')
+          .sort()
+      : [];
     const line = `epoch ${this.epochLabel(progress)} done${keys.length > 0 ? `: ${formatMetrics(metrics, keys)}` : ''}`;
     if (this.bar) {
       this.bar.stop();

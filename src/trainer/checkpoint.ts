@@ -88,7 +88,13 @@ function parseHeader(head: Buffer, fileSize: number): { header: Header; base: nu
   }
   for (const e of header.tensors) {
     const elements = Array.isArray(e?.shape) ? e.shape.reduce((a, b) => a * b, 1) : NaN;
-    if (typeof e.name !== 'string' || (e.dtype !== 'float32' && e.dtype !== 'int32') || !Number.isInteger(e.offset) || e.offset < 0 || e.length !== elements * 4) {
+    if (
+      typeof e.name !== 'string' ||
+      (e.dtype !== 'float32' && e.dtype !== 'int32') ||
+      !Number.isInteger(e.offset) ||
+      e.offset < 0 ||
+      e.length !== elements * 4
+    ) {
       throw new CheckpointProblem('has a corrupt header (bad tensor entry)');
     }
     if (base + e.offset + e.length > fileSize) {
@@ -104,7 +110,9 @@ function parseFile(file: Buffer): { header: Header; base: number } {
   const { header, base } = parsed;
   if (header.checksum) {
     const end = header.tensors.reduce((m, e) => Math.max(m, e.offset + e.length), 0);
-    const actual = createHash('sha256').update(file.subarray(base, base + end)).digest('hex');
+    const actual = createHash('sha256')
+      .update(file.subarray(base, base + end))
+      .digest('hex');
     if (header.checksum.algorithm !== 'sha256' || actual !== header.checksum.value) {
       throw new CheckpointProblem('is corrupt (its tensor data does not match its checksum)');
     }
@@ -223,7 +231,11 @@ export interface CheckpointSearch {
  * `skipped` with the reason; older files are not read beyond their header.
  */
 export function findLatestCheckpoint(dir: string): CheckpointSearch {
-  const names = existsSync(dir) ? readdirSync(dir).filter((n) => n.endsWith('.ckpt')).sort() : [];
+  const names = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((n) => n.endsWith('.ckpt'))
+        .sort()
+    : [];
   const skipped: CheckpointSearch['skipped'] = [];
   const candidates: Array<{ path: string; name: string; progress: SavedProgress }> = [];
   for (const name of names) {
@@ -237,7 +249,9 @@ export function findLatestCheckpoint(dir: string): CheckpointSearch {
       else skipped.push({ path, reason: `cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})` });
     }
   }
-  candidates.sort((a, b) => b.progress.step - a.progress.step || Number(b.name === LAST_CHECKPOINT) - Number(a.name === LAST_CHECKPOINT) || a.name.localeCompare(b.name));
+  candidates.sort(
+    (a, b) => b.progress.step - a.progress.step || Number(b.name === LAST_CHECKPOINT) - Number(a.name === LAST_CHECKPOINT) || a.name.localeCompare(b.name),
+  );
   for (const c of candidates) {
     const check = verifyCheckpoint(c.path);
     if (check.ok) return { latest: { path: c.path, progress: c.progress }, skipped, found: names.length };

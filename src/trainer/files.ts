@@ -13,7 +13,7 @@ export function writeFileAtomic(path: string, chunks: Array<Uint8Array | string>
   try {
     for (const chunk of chunks) {
       const bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
-      for (let done = 0; done < bytes.byteLength; ) done += writeSync(fd, bytes, done, bytes.byteLength - done);
+      for (let done = 0; done < bytes.byteLength;) done += writeSync(fd, bytes, done, bytes.byteLength - done);
     }
     fsyncSync(fd);
   } catch (e) {

@@ -74,7 +74,9 @@ export function rewindRunDir(runDir: string, step: number): void {
   const paths = runDirPaths(runDir);
   rmSync(paths.summary, { force: true });
   if (!existsSync(paths.metrics)) return;
-  const lines = readFileSync(paths.metrics, 'utf8').split('\n').filter((l) => l.trim() !== '');
+  const lines = readFileSync(paths.metrics, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '');
   const kept = lines.filter((line) => {
     try {
       const row = JSON.parse(line) as { step?: unknown };

@@ -46,10 +46,7 @@ export function applyStep(
   throughput: () => number,
   inspect?: (applied: Record<string, Tensor>) => void,
 ): { local: Record<string, number>; reduced: Record<string, number> } {
-  const local =
-    acc.count === 1
-      ? acc.grads
-      : Object.fromEntries(Object.entries(acc.grads).map(([name, g]) => [name, tf.tidy(() => tf.div(g, acc.count))]));
+  const local = acc.count === 1 ? acc.grads : Object.fromEntries(Object.entries(acc.grads).map(([name, g]) => [name, tf.tidy(() => tf.div(g, acc.count))]));
   let reduced: Record<string, Tensor> = {};
   try {
     reduced = strategy.reduceGradients(local, variables);

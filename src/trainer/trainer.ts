@@ -83,7 +83,6 @@ export class NonFiniteError extends TrainingFailure {
   }
 }
 
-
 /**
  * A Lightning-style fit loop: epochs of batches, one gradient step each (loss and
  * gradients from `tf.variableGrads`, reduced by the strategy, applied by the optimizer
@@ -162,15 +161,22 @@ export class Trainer {
           progress.batchInEpoch++;
           if (pending.count < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
           lrs = scheduler.apply(progress.step);
-          const metrics = applyStep(this.strategy, optimizer, pending, variables, (reduced, gradient) => {
-            const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
-            if (what) throw this.stopped(progress.step + 1, progress.epoch, what, lrs, saved);
-          }, () => {
-            const now = Date.now();
-            const value = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
-            last = now;
-            return value;
-          });
+          const metrics = applyStep(
+            this.strategy,
+            optimizer,
+            pending,
+            variables,
+            (reduced, gradient) => {
+              const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
+              if (what) throw this.stopped(progress.step + 1, progress.epoch, what, lrs, saved);
+            },
+            () => {
+              const now = Date.now();
+              const value = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
+              last = now;
+              return value;
+            },
+          );
           pending = undefined;
           progress.step++;
           module.onTrainBatchEnd?.(progress);
@@ -381,15 +387,18 @@ function nonFiniteProblem(metrics: Record<string, number>, gradient: { flag: num
     .filter((k) => !Number.isFinite(metrics[k]))
     .sort((a, b) => Number(b === 'loss') - Number(a === 'loss') || a.localeCompare(b));
   if (bad.length > 0) {
-    const also = bad.length > 1 ? ` (and ${bad.slice(1).map((k) => `${name(k)} ${formatValue(metrics[k])}`).join(', ')})` : '';
+    const also =
+      bad.length > 1
+        ? ` (and ${bad
+            .slice(1)
+            .map((k) => `${name(k)} ${formatValue(metrics[k])}`)
+            .join(', ')})`
+        : '';
     return `${name(bad[0])} is ${formatValue(metrics[bad[0]])}${also}`;
   }
   if (!(gradient.flag === 0)) return gradient.name ? `the gradient of ${gradient.name} is not finite` : 'a gradient is not finite on another rank';
   return undefined;
 }
-
-
-
 
 function lrsToMetrics(lrs: Record<string, number>): Record<string, number> {
   const entries = Object.entries(lrs);

@@ -96,13 +96,7 @@ const SPECS = {
   barlow: {
     inputs: ['z1', 'z2'],
     hyper: ['lambd', 'scale', 'bt_eps'],
-    run: (x, h, group) =>
-      barlowTwinsLoss(
-        x.z1,
-        x.z2,
-        { lambd: hyperValue(h, 'lambd'), scale: hyperValue(h, 'scale'), eps: hyperValue(h, 'bt_eps') },
-        group,
-      ),
+    run: (x, h, group) => barlowTwinsLoss(x.z1, x.z2, { lambd: hyperValue(h, 'lambd'), scale: hyperValue(h, 'scale'), eps: hyperValue(h, 'bt_eps') }, group),
   },
   byol: {
     inputs: ['p1', 'p2', 'z1', 'z2'],
@@ -360,11 +354,7 @@ const REL_FLOOR = 1e-6;
  * call this with the same case and options (it runs collectives to combine the errors).
  * Losses ssl-zoo does not implement are skipped.
  */
-export function checkLossCase(
-  lossCase: LossCase,
-  options: CheckLossCaseOptions = {},
-  group?: ProcessGroup,
-): LossCaseReport {
+export function checkLossCase(lossCase: LossCase, options: CheckLossCaseOptions = {}, group?: ProcessGroup): LossCaseReport {
   const tolerance = options.tolerance ?? 1e-4;
   const withGradients = options.gradients ?? true;
   const worldSize = group?.worldSize ?? 1;

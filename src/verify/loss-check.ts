@@ -31,11 +31,7 @@ export const LOSS_CHECK_TOLERANCE = 1e-4;
  * `tolerance` (default {@link LOSS_CHECK_TOLERANCE}). Losses ssl-zoo does not implement are
  * reported as skipped.
  */
-export function runLossCaseOnRank(
-  casePath: string,
-  group: ProcessGroup,
-  tolerance: number = LOSS_CHECK_TOLERANCE,
-): LossCaseReport {
+export function runLossCaseOnRank(casePath: string, group: ProcessGroup, tolerance: number = LOSS_CHECK_TOLERANCE): LossCaseReport {
   if (!(Number.isFinite(tolerance) && tolerance > 0)) {
     throw new UserError(`tolerance: ${JSON.stringify(tolerance)} is not allowed; expected a number > 0`);
   }
@@ -88,8 +84,7 @@ function fmt(x: number | undefined): string {
 export function formatLossCaseReport(report: LossCaseReport): string {
   const { worldSize: W, rowsPerRank: B } = report;
   const lines = [
-    `loss case ${report.source}: W = ${W} process${W === 1 ? '' : 'es'}, rank r holds rows ` +
-      `r*${B}..r*${B}+${B - 1}, tolerance ${report.tolerance}`,
+    `loss case ${report.source}: W = ${W} process${W === 1 ? '' : 'es'}, rank r holds rows ` + `r*${B}..r*${B}+${B - 1}, tolerance ${report.tolerance}`,
   ];
   const width = Math.max(...report.results.map((r) => r.name.length), 6);
   for (const r of report.results) {
@@ -112,9 +107,6 @@ export function formatLossCaseReport(report: LossCaseReport): string {
     lines.push(`${head}  ${parts.join(', ')}`);
   }
   const count = (s: string) => report.results.filter((r) => r.status === s).length;
-  lines.push(
-    `${report.passed ? 'PASSED' : 'FAILED'}: ${count('passed')} passed, ${count('failed')} failed, ` +
-      `${count('skipped')} skipped`,
-  );
+  lines.push(`${report.passed ? 'PASSED' : 'FAILED'}: ${count('passed')} passed, ${count('failed')} failed, ` + `${count('skipped')} skipped`);
   return lines.join('\n');
 }

@@ -154,4 +154,3 @@ export function scalarDifference(a: number, reference: number): number {
 export function roundoffBound(roundoff: number, factor: number, tolerance: number): number {
   return Math.max(tolerance, factor * roundoff);
 }
-

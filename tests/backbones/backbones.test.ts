@@ -1,12 +1,5 @@
 import assert from 'node:assert/strict';
-import {
-  Backbone,
-  BACKBONE_NAMES,
-  createBackbone,
-  registerBackbone,
-  TinyResNet,
-  type BackboneOptions,
-} from '../../src/backbones/index.js';
+import { Backbone, BACKBONE_NAMES, createBackbone, registerBackbone, TinyResNet, type BackboneOptions } from '../../src/backbones/index.js';
 import { initEngine } from '../../src/core/engine.js';
 import { UserError } from '../../src/core/errors.js';
 import { BatchNorm, Linear, type BatchMoments } from '../../src/core/layers.js';
@@ -39,7 +32,7 @@ describe('backbones', () => {
   });
 
   describe('resnet18', () => {
-    it('has torchvision\'s parameter count without fc (11,176,512) and names', () => {
+    it("has torchvision's parameter count without fc (11,176,512) and names", () => {
       const net = build('resnet18');
       assert.equal(net.numParameters(), 11_176_512);
       assert.equal(net.featureDim, 512);
@@ -67,7 +60,7 @@ describe('backbones', () => {
     });
   });
 
-  it('resnet50 has torchvision\'s parameter count without fc (23,508,032) and 2048 features', () => {
+  it("resnet50 has torchvision's parameter count without fc (23,508,032) and 2048 features", () => {
     const net = build('resnet50');
     assert.equal(net.numParameters(), 23_508_032);
     assert.equal(net.featureDim, 2048);
@@ -129,7 +122,10 @@ describe('backbones', () => {
       const x = randn([4, 8, 8, 1], 5);
       const y = net.forward(x);
       assert.deepEqual(y.shape, [4, 256]);
-      assert.ok(y.dataSync().every((v) => v >= 0), 'ends with a ReLU');
+      assert.ok(
+        y.dataSync().every((v) => v >= 0),
+        'ends with a ReLU',
+      );
       tf.dispose([x, y]);
       net.dispose();
     });
@@ -170,8 +166,18 @@ describe('backbones', () => {
       const w = Array.from(net.stateDict()['layer3.0.conv2.weight'].dataSync());
       const std = Math.sqrt(w.reduce((s, v) => s + v * v, 0) / w.length);
       assert.ok(Math.abs(std / Math.sqrt(2 / (3 * 3 * 256)) - 1) < 0.01, `std ${std}`);
-      assert.ok(net.stateDict()['layer3.0.bn2.weight'].dataSync().every((v) => v === 1));
-      assert.ok(net.stateDict()['layer3.0.bn2.bias'].dataSync().every((v) => v === 0));
+      assert.ok(
+        net
+          .stateDict()
+          ['layer3.0.bn2.weight'].dataSync()
+          .every((v) => v === 1),
+      );
+      assert.ok(
+        net
+          .stateDict()
+          ['layer3.0.bn2.bias'].dataSync()
+          .every((v) => v === 0),
+      );
       net.dispose();
     });
   });

@@ -57,8 +57,7 @@ describe('backbones: norm option (batch | group | layer)', () => {
       assert.equal(net.numParameters(), 11_176_512, norm);
       const layers = normLayers(net);
       assert.equal(Object.keys(layers).length, 1 + 8 * 2 + 3, `${norm}: stem + 2 per block + 3 downsamples`);
-      const expect = (c: number) =>
-        norm === 'batch' ? `BatchNorm(${c})` : norm === 'group' ? `GroupNorm(32, ${c})` : `GroupNorm(1, ${c})`;
+      const expect = (c: number) => (norm === 'batch' ? `BatchNorm(${c})` : norm === 'group' ? `GroupNorm(32, ${c})` : `GroupNorm(1, ${c})`);
       assert.equal(layers['bn1'], expect(64));
       assert.equal(layers['layer1.0.bn2'], expect(64));
       assert.equal(layers['layer2.0.downsample.1'], expect(128));
@@ -77,7 +76,10 @@ describe('backbones: norm option (batch | group | layer)', () => {
     const net = build('resnet50', 'group');
     assert.equal(net.numParameters(), 23_508_032);
     const layers = normLayers(net);
-    assert.ok(Object.values(layers).every((l) => /^GroupNorm\(32, \d+\)$/.test(l)), JSON.stringify(layers));
+    assert.ok(
+      Object.values(layers).every((l) => /^GroupNorm\(32, \d+\)$/.test(l)),
+      JSON.stringify(layers),
+    );
     assert.equal(layers['layer4.2.bn3'], 'GroupNorm(32, 2048)');
     assert.deepEqual(forwardShape(net, 2), [2, 2048]);
     net.dispose();
@@ -107,7 +109,10 @@ describe('backbones: norm option (batch | group | layer)', () => {
       }[norm];
       assert.deepEqual(normLayers(net), expected);
       assert.deepEqual(
-        net.namedParameters().map(([n]) => n).filter((n) => n.startsWith('bn')),
+        net
+          .namedParameters()
+          .map(([n]) => n)
+          .filter((n) => n.startsWith('bn')),
         ['bn1.weight', 'bn1.bias', 'bn2.weight', 'bn2.bias', 'bn3.weight', 'bn3.bias'],
       );
       assert.deepEqual(forwardShape(net, 3, 1), [3, 100]);

@@ -20,9 +20,7 @@ interface Fixture {
   grads: Record<string, number[]>;
 }
 
-const fixture = JSON.parse(
-  readFileSync(new URL('../../../tests/fixtures/backbones/tiny-resnet-torch.json', import.meta.url), 'utf8'),
-) as Fixture;
+const fixture = JSON.parse(readFileSync(new URL('../../../tests/fixtures/backbones/tiny-resnet-torch.json', import.meta.url), 'utf8')) as Fixture;
 
 function nameKey(name: string): number {
   let k = 0;
@@ -53,9 +51,18 @@ function fill(net: TinyResNet): void {
       if (v.rank === 4) {
         const [kh, kw, cin, cout] = v.shape;
         const scale = Math.sqrt(6 / (cout * kh * kw));
-        return tf.transpose(tf.tensor4d(u.map((x) => x * scale), [cout, cin, kh, kw]), [2, 3, 1, 0]);
+        return tf.transpose(
+          tf.tensor4d(
+            u.map((x) => x * scale),
+            [cout, cin, kh, kw],
+          ),
+          [2, 3, 1, 0],
+        );
       }
-      return tf.tensor(u.map((x) => (name.endsWith('weight') ? 1 + x / 4 : x / 4)), v.shape);
+      return tf.tensor(
+        u.map((x) => (name.endsWith('weight') ? 1 + x / 4 : x / 4)),
+        v.shape,
+      );
     });
     v.assign(value);
     value.dispose();
@@ -76,7 +83,12 @@ describe('backbones: tiny_resnet agrees with PyTorch', () => {
     const [B, H, W, C] = fixture.input;
     const net = new TinyResNet({ inChannels: C, imageSize: H, rng: new Rng(0) });
     fill(net);
-    const x = tf.variable(tf.tensor4d(hashUniform(nameKey('input'), B * H * W * C).map((v) => v * 2), [B, H, W, C]));
+    const x = tf.variable(
+      tf.tensor4d(
+        hashUniform(nameKey('input'), B * H * W * C).map((v) => v * 2),
+        [B, H, W, C],
+      ),
+    );
     const r = tf.tensor2d(hashUniform(nameKey('projection'), B * 128), [B, 128]);
     const params = Object.fromEntries(net.namedParameters());
 

@@ -27,8 +27,16 @@ const CASES: Array<[string, string[], RegExp]> = [
   ['unknown backbone', ['--backbone', 'vit_huge'], /backbone: "vit_huge" is not allowed/],
   ['unknown dataset', ['--dataset', 'imagenet'], /dataset: "imagenet" is not allowed/],
   ['bad method argument', ['--method-arg', 'temperature'], /--method-arg: "temperature" is not allowed; expected name=number/],
-  ['argument of another method', ['--method-arg', 'lambd=0.1'], /method_args.lambd: not a hyperparameter of method 'simclr'; it has projHiddenDim, projOutputDim, temperature/],
-  ['integer method argument given a fraction', ['--method-arg', 'projHiddenDim=2.5'], /method_args.projHiddenDim: 2.5 is not allowed; expected an integer >= 1/],
+  [
+    'argument of another method',
+    ['--method-arg', 'lambd=0.1'],
+    /method_args.lambd: not a hyperparameter of method 'simclr'; it has projHiddenDim, projOutputDim, temperature/,
+  ],
+  [
+    'integer method argument given a fraction',
+    ['--method-arg', 'projHiddenDim=2.5'],
+    /method_args.projHiddenDim: 2.5 is not allowed; expected an integer >= 1/,
+  ],
   ['temperature <= 0', ['--method-arg', 'temperature=0'], /method_args.temperature: 0 is not allowed; expected a number > 0/],
   ['negative lambd', ['--method', 'barlow_twins', '--method-arg', 'lambd=-0.1'], /method_args.lambd: -0.1 is not allowed; expected a number >= 0/],
   ['tau outside [0, 1]', ['--method', 'byol', '--method-arg', 'base_tau=1.01'], /method_args.baseTau: 1.01 is not allowed; expected a number in \[0, 1\]/],
@@ -43,11 +51,23 @@ const CASES: Array<[string, string[], RegExp]> = [
   ['--gpus without a GPU backend', ['--gpus', '2'], /--gpus: 2 needs the GPU backend .*; on CPU use --devices 2/],
   ['--gpus 1 without a GPU backend (no silent CPU run)', ['--gpus', '1'], /--gpus: 1 needs the GPU backend .*; on CPU use --devices 1/],
   ['--drop-last false with several ranks', ['--devices', '2', '--drop-last', 'false'], /--drop-last: false is not allowed; expected true with 2 ranks/],
-  ['--rendezvous with an unknown scheme, one device', ['--rendezvous', 'http://host:29500'], /--rendezvous: "http:\/\/host:29500" is not allowed; expected file:\/\/\/shared\/dir, tcp:\/\/host:port, redis:\/\/host:port\[\/prefix\] or env:\/\//],
+  [
+    '--rendezvous with an unknown scheme, one device',
+    ['--rendezvous', 'http://host:29500'],
+    /--rendezvous: "http:\/\/host:29500" is not allowed; expected file:\/\/\/shared\/dir, tcp:\/\/host:port, redis:\/\/host:port\[\/prefix\] or env:\/\//,
+  ],
   ['--rendezvous without a scheme, one device', ['--rendezvous', 'host:29500'], /--rendezvous: "host:29500" is not allowed; expected file:\/\/\/shared\/dir/],
   ['--rendezvous tcp without a port', ['--rendezvous', 'tcp://host'], /--rendezvous: "tcp:\/\/host" is not allowed; .*host and port are required/],
-  ['global batch not divisible by the ranks', ['--devices', '3', '--batch-size', '32'], /--batch-size: 32 is not allowed; expected a multiple of the world size 3/],
-  ['node rank outside the job', ['--devices', '2', '--num-nodes', '2', '--node-rank', '2', '--rendezvous', 'file:///tmp/x'], /--node-rank: 2 is not allowed; expected an integer in \[0, 1\]/],
+  [
+    'global batch not divisible by the ranks',
+    ['--devices', '3', '--batch-size', '32'],
+    /--batch-size: 32 is not allowed; expected a multiple of the world size 3/,
+  ],
+  [
+    'node rank outside the job',
+    ['--devices', '2', '--num-nodes', '2', '--node-rank', '2', '--rendezvous', 'file:///tmp/x'],
+    /--node-rank: 2 is not allowed; expected an integer in \[0, 1\]/,
+  ],
   ['several nodes without a rendezvous', ['--devices', '2', '--num-nodes', '2'], /--rendezvous: required with --num-nodes > 1/],
   ['unknown strategy', ['--strategy', 'fsdp'], /--strategy: "fsdp" is not allowed; expected one of auto, single, ddp/],
 ];
@@ -70,7 +90,20 @@ describe('ssl-train rejects bad input with one line and exit code 2', function (
   it('--help lists every option with its default', () => {
     const { status, stdout } = runCli(['--help']);
     assert.equal(status, 0);
-    for (const flag of ['--method', '--backbone', '--dataset', '--epochs', '--batch-size', '--lr', '--max-steps', '--run-dir', '--seed', '--config', '--resume', '--backend']) {
+    for (const flag of [
+      '--method',
+      '--backbone',
+      '--dataset',
+      '--epochs',
+      '--batch-size',
+      '--lr',
+      '--max-steps',
+      '--run-dir',
+      '--seed',
+      '--config',
+      '--resume',
+      '--backend',
+    ]) {
       assert.ok(stdout.includes(flag), `${flag} in help`);
     }
     assert.match(stdout, /--epochs <n>\s+training epochs \(default: 10\)/);

@@ -29,7 +29,14 @@ describe('distributed flags', function () {
 
   it('--rendezvous: the four forms pass, anything else names the flag, the value and the forms', () => {
     for (const url of ['file:///shared/dir', 'tcp://node001:29500', 'redis://cache:6379/run-7', 'env://']) checkRendezvousFlag(url);
-    assert.throws(() => checkRendezvousFlag('etcd://host:2379'), (e: Error) => e instanceof UserError && /^--rendezvous: "etcd:\/\/host:2379" is not allowed; expected file:\/\/\/shared\/dir, tcp:\/\/host:port, redis:\/\/host:port\[\/prefix\] or env:\/\//.test(e.message));
+    assert.throws(
+      () => checkRendezvousFlag('etcd://host:2379'),
+      (e: Error) =>
+        e instanceof UserError &&
+        /^--rendezvous: "etcd:\/\/host:2379" is not allowed; expected file:\/\/\/shared\/dir, tcp:\/\/host:port, redis:\/\/host:port\[\/prefix\] or env:\/\//.test(
+          e.message,
+        ),
+    );
     assert.throws(() => checkRendezvousFlag('tcp://host:0'), /--rendezvous: "tcp:\/\/host:0" is not allowed; expected a port number/);
     assert.throws(() => checkRendezvousFlag('file://relative/dir'), /--rendezvous: "file:\/\/relative\/dir" is not allowed/);
   });
@@ -38,8 +45,23 @@ describe('distributed flags', function () {
     const scope = container.createChildContainer();
     scope.registerInstance(STRATEGY, new DdpStrategy(twoRanks));
     const runDir = join(tempDir(), 'run');
-    const config = buildConfig({ dataset: 'synthetic', imageSize: 16, syntheticSize: 64, backbone: 'mlp', batchSize: 16, workers: 0, valEvery: 0, backend: 'cpu', dropLast: false, runDir, methodArgs: { projHiddenDim: 32, projOutputDim: 16 } });
-    await assert.rejects(runTraining(config, { container: scope, callbacks: [] }), (e: Error) => e instanceof UserError && /^--drop-last: false is not allowed; expected true with 2 ranks/.test(e.message));
+    const config = buildConfig({
+      dataset: 'synthetic',
+      imageSize: 16,
+      syntheticSize: 64,
+      backbone: 'mlp',
+      batchSize: 16,
+      workers: 0,
+      valEvery: 0,
+      backend: 'cpu',
+      dropLast: false,
+      runDir,
+      methodArgs: { projHiddenDim: 32, projOutputDim: 16 },
+    });
+    await assert.rejects(
+      runTraining(config, { container: scope, callbacks: [] }),
+      (e: Error) => e instanceof UserError && /^--drop-last: false is not allowed; expected true with 2 ranks/.test(e.message),
+    );
     assert.ok(!existsSync(runDir));
   });
 

@@ -46,12 +46,18 @@ describe('ssl-train methods', function () {
   it('includes registered user subclasses with their added arguments (examples/my-simclr.ts)', () => {
     const r = spawnSync(process.execPath, [EXAMPLE, 'methods'], { encoding: 'utf8', timeout: 60_000 });
     assert.equal(r.status, 0, r.stderr);
-    assertListed(r.stdout, 'my_simclr', { ...SimCLR.args, varianceWeight: { kind: 'float', default: 1, ge: 0, description: 'weight of the variance hinge added to NT-Xent' } });
+    assertListed(r.stdout, 'my_simclr', {
+      ...SimCLR.args,
+      varianceWeight: { kind: 'float', default: 1, ge: 0, description: 'weight of the variance hinge added to NT-Xent' },
+    });
     assertListed(r.stdout, 'simclr', SimCLR.args);
   });
 
   it('validates the arguments a user subclass adds', () => {
-    const r = spawnSync(process.execPath, [EXAMPLE, '--method', 'my_simclr', '--method-arg', 'varianceWeight=-1', '--max-steps', '1'], { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(process.execPath, [EXAMPLE, '--method', 'my_simclr', '--method-arg', 'varianceWeight=-1', '--max-steps', '1'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     assert.equal(r.status, 2);
     assert.equal(r.stderr.trim(), 'ssl-train: error: method_args.varianceWeight: -1 is not allowed; expected a number >= 0');
   });
@@ -59,7 +65,10 @@ describe('ssl-train methods', function () {
   it('--help points --method-arg at it and lists the command', () => {
     const { status, stdout } = runCli(['--help']);
     assert.equal(status, 0);
-    assert.match(stdout.replace(/\s+/g, ' '), /--method-arg <name=value> method hyperparameter, repeatable \(e\.g\. temperature=0\.2\); 'ssl-train methods' lists/);
+    assert.match(
+      stdout.replace(/\s+/g, ' '),
+      /--method-arg <name=value> method hyperparameter, repeatable \(e\.g\. temperature=0\.2\); 'ssl-train methods' lists/,
+    );
     assert.match(stdout, /^\s+methods \[names\.\.\.\]\s+list the registered methods/m);
   });
 });

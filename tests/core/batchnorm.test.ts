@@ -60,7 +60,7 @@ describe('core/layers BatchNorm', () => {
     });
   }
 
-  it('updates the running statistics with PyTorch\'s formula (unbiased variance, momentum 0.1)', () => {
+  it("updates the running statistics with PyTorch's formula (unbiased variance, momentum 0.1)", () => {
     const bn = new BatchNorm(3);
     const batches = [randn([2, 3, 3, 3], 2, 2), tf.tidy(() => tf.add(randn([2, 3, 3, 3], 3), 4))];
     let runningMean = [0, 0, 0];
@@ -90,12 +90,7 @@ describe('core/layers BatchNorm', () => {
       [1, -1],
     ]);
     const y = bn.forward(x);
-    const expected = [
-      ((3 - 1) / Math.sqrt(4.001)) * 2 + 0.5,
-      (-2 + 2) / Math.sqrt(0.251),
-      ((1 - 1) / Math.sqrt(4.001)) * 2 + 0.5,
-      (-1 + 2) / Math.sqrt(0.251),
-    ];
+    const expected = [((3 - 1) / Math.sqrt(4.001)) * 2 + 0.5, (-2 + 2) / Math.sqrt(0.251), ((1 - 1) / Math.sqrt(4.001)) * 2 + 0.5, (-1 + 2) / Math.sqrt(0.251)];
     assert.ok(maxAbsDiff(y.dataSync(), expected) < 1e-5);
     assert.deepEqual(Array.from(bn.runningMean.dataSync()), [1, -2]);
     assert.equal(bn.numBatchesTracked.dataSync()[0], 0);

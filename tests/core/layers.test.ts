@@ -1,16 +1,6 @@
 import assert from 'node:assert/strict';
 import { initEngine } from '../../src/core/engine.js';
-import {
-  Conv2d,
-  Flatten,
-  GlobalAvgPool,
-  Identity,
-  Linear,
-  MaxPool2d,
-  ReLU,
-  Sequential,
-  withoutGradientTape,
-} from '../../src/core/layers.js';
+import { Conv2d, Flatten, GlobalAvgPool, Identity, Linear, MaxPool2d, ReLU, Sequential, withoutGradientTape } from '../../src/core/layers.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { gradientCheck, maxAbsDiff, randn } from './helpers.js';

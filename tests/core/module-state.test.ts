@@ -40,8 +40,7 @@ describe('core/module state and modes (on layers)', () => {
     const before = Array.from(gray.stateDict()['layer1.conv1.weight'].dataSync());
     assert.throws(
       () => gray.loadStateDict(rgb.stateDict()),
-      (e: unknown) =>
-        e instanceof UserError && /'conv1\.weight' has shape \[3,3,3,32\] but the model expects \[3,3,1,32\]/.test(e.message),
+      (e: unknown) => e instanceof UserError && /'conv1\.weight' has shape \[3,3,3,32\] but the model expects \[3,3,1,32\]/.test(e.message),
     );
     assert.deepEqual(Array.from(gray.stateDict()['layer1.conv1.weight'].dataSync()), before);
     gray.dispose();

@@ -7,15 +7,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { initEngine } from '../../src/core/engine.js';
-import {
-  BatchNorm,
-  DEFAULT_NORM_GROUPS,
-  defaultNumGroups,
-  GroupNorm,
-  LayerNorm,
-  NORM_KINDS,
-  normLayer,
-} from '../../src/core/layers.js';
+import { BatchNorm, DEFAULT_NORM_GROUPS, defaultNumGroups, GroupNorm, LayerNorm, NORM_KINDS, normLayer } from '../../src/core/layers.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { gradientCheck, maxAbsDiff, randn } from './helpers.js';
 
@@ -34,9 +26,10 @@ interface NormCase {
   gradBias: number[];
 }
 
-const fixture = JSON.parse(
-  readFileSync(new URL('../../../tests/fixtures/core/norm-torch.json', import.meta.url), 'utf8'),
-) as { torch: string; cases: NormCase[] };
+const fixture = JSON.parse(readFileSync(new URL('../../../tests/fixtures/core/norm-torch.json', import.meta.url), 'utf8')) as {
+  torch: string;
+  cases: NormCase[];
+};
 
 /** max |a − b| / max |b|. */
 function maxRelative(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -112,17 +105,13 @@ describe('core/layers: GroupNorm and LayerNorm', () => {
       const label = c.kind === 'group' ? `GroupNorm(${c.groups}, ${c.shape.at(-1)})` : `LayerNorm(${c.shape.at(-1)})`;
       it(`${label} on [${c.shape}] (eps ${c.eps}): output and gradients w.r.t. input, weight, bias`, () => {
         const channels = c.shape.at(-1)!;
-        const layer =
-          c.kind === 'group' ? new GroupNorm(c.groups!, channels, { eps: c.eps }) : new LayerNorm(channels, { eps: c.eps });
+        const layer = c.kind === 'group' ? new GroupNorm(c.groups!, channels, { eps: c.eps }) : new LayerNorm(channels, { eps: c.eps });
         layer.weight!.assign(tf.tensor1d(c.weight));
         layer.bias!.assign(tf.tensor1d(c.bias));
         const x = tf.tensor(c.input, c.shape);
         const up = tf.tensor(c.upstream, c.shape);
         const y = layer.forward(x);
-        const { grads } = tf.variableGrads(() => tf.sum(tf.mul(layer.forward(x), up)) as tf.Scalar, [
-          layer.weight!,
-          layer.bias!,
-        ]);
+        const { grads } = tf.variableGrads(() => tf.sum(tf.mul(layer.forward(x), up)) as tf.Scalar, [layer.weight!, layer.bias!]);
         const gx = tf.grad((input: Tensor) => tf.sum(tf.mul(layer.forward(input), up)))(x);
         assert.ok(maxRelative(y.dataSync(), c.output) < 1e-5, `output ${maxRelative(y.dataSync(), c.output)}`);
         assert.ok(maxRelative(gx.dataSync(), c.gradInput) < 1e-5, `input grad ${maxRelative(gx.dataSync(), c.gradInput)}`);
@@ -268,14 +257,7 @@ describe('core/layers: GroupNorm and LayerNorm', () => {
       normLayer('group', 32, false),
       normLayer('layer', 32, false),
     ];
-    assert.deepEqual(built.map(describe), [
-      'BatchNorm(64)',
-      'GroupNorm(32, 64)',
-      'GroupNorm(1, 64)',
-      'BatchNorm(32)',
-      'GroupNorm(16, 32)',
-      'LayerNorm(32)',
-    ]);
+    assert.deepEqual(built.map(describe), ['BatchNorm(64)', 'GroupNorm(32, 64)', 'GroupNorm(1, 64)', 'BatchNorm(32)', 'GroupNorm(16, 32)', 'LayerNorm(32)']);
     for (const l of built) l.dispose();
     assert.throws(() => normLayer('instance' as never, 8, true), /unknown normalisation 'instance'/);
   });

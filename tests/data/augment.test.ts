@@ -51,17 +51,27 @@ function close(a: ArrayLike<number>, b: ArrayLike<number>, tol = 1e-6): void {
   }
 }
 
-const run = (px: Uint8Array, h: number, w: number, c: number, aug: ViewAugmentation, key = [1, 0, 0, 0]) =>
-  augmentView(px, 0, h, w, c, aug, Rng.keyed(...key));
+const run = (px: Uint8Array, h: number, w: number, c: number, aug: ViewAugmentation, key = [1, 0, 0, 0]) => augmentView(px, 0, h, w, c, aug, Rng.keyed(...key));
 
 describe('data/augment closed forms', () => {
   it('crop with scale (1,1) and ratio (1,1) is the identity; normalisation is (x/255 - mean)/std', () => {
     const px = image(6, 6, 3);
-    close(run(px, 6, 6, 3, identityView(6, 3)), Array.from(px, (v) => v / 255));
+    close(
+      run(px, 6, 6, 3, identityView(6, 3)),
+      Array.from(px, (v) => v / 255),
+    );
     const out = run(px, 6, 6, 3, identityView(6, 3, { mean: [0.5, 0.4, 0.3], std: [0.25, 0.5, 2] }));
-    close(out, Array.from(px, (v, i) => (v / 255 - [0.5, 0.4, 0.3][i % 3]) / [0.25, 0.5, 2][i % 3]), 1e-5);
+    close(
+      out,
+      Array.from(px, (v, i) => (v / 255 - [0.5, 0.4, 0.3][i % 3]) / [0.25, 0.5, 2][i % 3]),
+      1e-5,
+    );
     // a one-element mean/std broadcasts
-    close(run(px, 6, 6, 3, identityView(6, 3, { mean: [0.5], std: [0.5] })), Array.from(px, (v) => (v / 255 - 0.5) / 0.5), 1e-5);
+    close(
+      run(px, 6, 6, 3, identityView(6, 3, { mean: [0.5], std: [0.5] })),
+      Array.from(px, (v) => (v / 255 - 0.5) / 0.5),
+      1e-5,
+    );
   });
 
   it('resizing keeps constant images constant and doubling a 2x2 image is bilinear', () => {
@@ -93,7 +103,11 @@ describe('data/augment closed forms', () => {
       const out = run(px, 5, 5, 3, identityView(5, 3, { colorJitterProb: 1, brightness: 0.5 }), [1, 0, k, 0]);
       const f = out[0] / (px[0] / 255);
       assert.ok(f >= 0.5 && f <= 1.5, `factor ${f}`);
-      close(out, Array.from(px, (v) => Math.min(1, (v / 255) * f)), 1e-5);
+      close(
+        out,
+        Array.from(px, (v) => Math.min(1, (v / 255) * f)),
+        1e-5,
+      );
       factors.add(f.toFixed(4));
     }
     assert.ok(factors.size > 1);
@@ -106,7 +120,11 @@ describe('data/augment closed forms', () => {
     const m = x.reduce((s, v) => s + v, 0) / x.length;
     const f = (out[0] - m) / (x[0] - m);
     assert.ok(f >= 0.5 && f <= 1.5);
-    close(out, x.map((v) => m + f * (v - m)), 1e-5);
+    close(
+      out,
+      x.map((v) => m + f * (v - m)),
+      1e-5,
+    );
   });
 
   it('grayscale uses luma weights 0.299/0.587/0.114 and keeps 3 channels; no-op on 1 channel', () => {
@@ -119,7 +137,10 @@ describe('data/augment closed forms', () => {
     }
     close(out, expected, 1e-6);
     const g = image(3, 3, 1);
-    close(run(g, 3, 3, 1, identityView(3, 1, { grayscaleProb: 1, colorJitterProb: 1, saturation: 0.9, hue: 0.5 })), Array.from(g, (v) => v / 255));
+    close(
+      run(g, 3, 3, 1, identityView(3, 1, { grayscaleProb: 1, colorJitterProb: 1, saturation: 0.9, hue: 0.5 })),
+      Array.from(g, (v) => v / 255),
+    );
   });
 
   it('saturation blends each pixel with its luma', () => {
@@ -131,7 +152,11 @@ describe('data/augment closed forms', () => {
     assert.ok(f >= 0.5 && f <= 1.5);
     for (let i = 0; i < x.length; i += 3) {
       const l = luma(x, i);
-      close(out.subarray(i, i + 3), [0, 1, 2].map((k) => l + f * (x[i + k] - l)), 1e-5);
+      close(
+        out.subarray(i, i + 3),
+        [0, 1, 2].map((k) => l + f * (x[i + k] - l)),
+        1e-5,
+      );
     }
   });
 
@@ -154,7 +179,10 @@ describe('data/augment closed forms', () => {
   it('solarization inverts values >= 0.5', () => {
     const px = Uint8Array.from([0, 100, 127, 128, 200, 255, 64, 192, 30]);
     const out = run(px, 3, 3, 1, identityView(3, 1, { solarizationProb: 1 }));
-    close(out, Array.from(px, (v) => (v >= 128 ? 1 - v / 255 : v / 255)));
+    close(
+      out,
+      Array.from(px, (v) => (v >= 128 ? 1 - v / 255 : v / 255)),
+    );
     assert.ok(Math.abs(out[3] - 127 / 255) < 1e-6 && Math.abs(out[2] - 127 / 255) < 1e-6);
   });
 
@@ -214,7 +242,13 @@ describe('data/augment determinism', () => {
   });
 
   it('outputs [S, S, C] with roughly standardised values under the recipe', () => {
-    const out = augmentBatch(ds, [v0], 0, 0, Array.from({ length: 20 }, (_, i) => i))[0];
+    const out = augmentBatch(
+      ds,
+      [v0],
+      0,
+      0,
+      Array.from({ length: 20 }, (_, i) => i),
+    )[0];
     assert.equal(out.length, 20 * 16 * 16 * 3);
     assert.ok(out.every(Number.isFinite));
     const m = out.reduce((s, v) => s + v, 0) / out.length;
@@ -258,7 +292,10 @@ describe('data/augment presets and validation', () => {
   it('validation names the field and what is allowed', () => {
     const v = simclrViews(gray)[0];
     const bad = (patch: Partial<ViewAugmentation>, re: RegExp) =>
-      assert.throws(() => validateViewAugmentation({ ...v, ...patch }, 1, 'views[0]'), (e: Error) => e instanceof UserError && re.test(e.message));
+      assert.throws(
+        () => validateViewAugmentation({ ...v, ...patch }, 1, 'views[0]'),
+        (e: Error) => e instanceof UserError && re.test(e.message),
+      );
     bad({ cropSize: 0 }, /^views\[0\]\.cropSize: 0/);
     bad({ cropScale: [0.5, 0.2] }, /^views\[0\]\.cropScale/);
     bad({ hflipProb: 1.5 }, /^views\[0\]\.hflipProb: 1\.5 .*probability/);
@@ -272,7 +309,11 @@ describe('data/augment presets and validation', () => {
     const t = evalTransform(gray);
     assert.equal(t.cropSize, 16);
     const out = evalView(gray.pixels, 256, 16, 16, 1, t);
-    close(out, Array.from(gray.pixels.subarray(256, 512), (v) => (v / 255 - t.mean[0]) / t.std[0]), 1e-5);
+    close(
+      out,
+      Array.from(gray.pixels.subarray(256, 512), (v) => (v / 255 - t.mean[0]) / t.std[0]),
+      1e-5,
+    );
     // 4x6 constant image -> shorter side 4 -> 4x6 -> center crop 4x4
     const px = new Uint8Array(24).fill(51);
     const small = evalView(px, 0, 4, 6, 1, { cropSize: 4, mean: [0], std: [1] });
@@ -280,7 +321,11 @@ describe('data/augment presets and validation', () => {
     // a horizontal ramp, center crop picks the middle columns
     const ramp = Uint8Array.from({ length: 24 }, (_, i) => (i % 6) * 10);
     const c = evalView(ramp, 0, 4, 6, 1, { cropSize: 4, mean: [0], std: [1] });
-    close(c.subarray(0, 4), [10, 20, 30, 40].map((v) => v / 255), 1e-6);
+    close(
+      c.subarray(0, 4),
+      [10, 20, 30, 40].map((v) => v / 255),
+      1e-6,
+    );
     // downscale 8x8 -> 4x4 of a constant image stays constant
     const d = evalView(new Uint8Array(64).fill(200), 0, 8, 8, 1, { cropSize: 4, mean: [0], std: [1] });
     close(d, new Array(16).fill(200 / 255), 1e-6);

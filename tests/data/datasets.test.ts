@@ -48,7 +48,10 @@ describe('data/synthetic', () => {
   });
 
   it('is class balanced and uses the full pixel range', () => {
-    assert.deepEqual(Array.from(classCounts(train)), new Array(10).fill(205).map((v, i) => (i < 8 ? v : 204)));
+    assert.deepEqual(
+      Array.from(classCounts(train)),
+      new Array(10).fill(205).map((v, i) => (i < 8 ? v : 204)),
+    );
     assert.deepEqual(Array.from(classCounts(test)), [52, 52, 51, 51, 51, 51, 51, 51, 51, 51]);
     let min = 255;
     let max = 0;
@@ -113,7 +116,10 @@ describe('data/synthetic', () => {
   });
 
   it('rejects bad options with UserErrors naming the field', () => {
-    assert.throws(() => syntheticDataset({ split: 'train', size: 0 }), (e: Error) => e instanceof UserError && /size/.test(e.message));
+    assert.throws(
+      () => syntheticDataset({ split: 'train', size: 0 }),
+      (e: Error) => e instanceof UserError && /size/.test(e.message),
+    );
     assert.throws(() => syntheticDataset({ split: 'train', imageSize: 4 }), /imageSize/);
     assert.throws(() => syntheticDataset({ split: 'train', channels: 2 }), /channels/);
   });
@@ -135,10 +141,7 @@ describe('data/loadDataset', () => {
     assert.throws(
       () => loadDataset('imagenet', { split: 'train' }),
       (e: Error) =>
-        e instanceof UserError &&
-        e.message.startsWith('dataset:') &&
-        e.message.includes('"imagenet"') &&
-        DATASET_NAMES.every((n) => e.message.includes(n)),
+        e instanceof UserError && e.message.startsWith('dataset:') && e.message.includes('"imagenet"') && DATASET_NAMES.every((n) => e.message.includes(n)),
     );
   });
 
@@ -165,9 +168,7 @@ describe('data/dataset helpers', () => {
   });
 
   it('createDataset checks sizes', () => {
-    assert.throws(() =>
-      createDataset({ ...ds, length: 41 }),
-    );
+    assert.throws(() => createDataset({ ...ds, length: 41 }));
   });
 
   it('computes statistics and uses published ones for known datasets', () => {

@@ -68,7 +68,10 @@ describe('data/idx', () => {
   });
 
   it('reads gzip files and reports truncated or corrupt gzip data naming the file', () => {
-    const raw = idxBytes([4, 2, 2], Array.from({ length: 16 }, (_, i) => i));
+    const raw = idxBytes(
+      [4, 2, 2],
+      Array.from({ length: 16 }, (_, i) => i),
+    );
     const gz = gzipSync(raw);
     const ok = join(dir, 'ok.gz');
     writeFileSync(ok, gz);
@@ -206,7 +209,12 @@ describe('data/cifar', () => {
     assert.deepEqual(Array.from(train.labels), [1, 6, 2, 7, 3, 8, 4, 9, 5, 0]);
     // image 2 (batch 2, record 0, seed 2): pixel (y, x) channel ch = (14 + ch*50 + y*32 + x) % 256
     const img = 2 * 3072;
-    for (const [y, x, ch] of [[0, 0, 0], [0, 1, 2], [5, 7, 1], [31, 31, 2]]) {
+    for (const [y, x, ch] of [
+      [0, 0, 0],
+      [0, 1, 2],
+      [5, 7, 1],
+      [31, 31, 2],
+    ]) {
       assert.equal(train.pixels[img + (y * 32 + x) * 3 + ch], (14 + ch * 50 + y * 32 + x) % 256);
     }
     // the directory holding the batches works as dataDir too

@@ -40,7 +40,10 @@ describe('data/sampler', () => {
     assert.deepEqual(Array.from(new SequentialSampler(5).indices(3)), [0, 1, 2, 3, 4]);
     const s = new RandomSampler(50, 3);
     const p0 = s.indices(0);
-    assert.deepEqual(Array.from(p0).sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i));
+    assert.deepEqual(
+      Array.from(p0).sort((a, b) => a - b),
+      Array.from({ length: 50 }, (_, i) => i),
+    );
     assert.deepEqual(new RandomSampler(50, 3).indices(0), p0);
     assert.notDeepEqual(s.indices(1), p0);
     assert.notDeepEqual(new RandomSampler(50, 4).indices(0), p0);
@@ -54,7 +57,10 @@ describe('data/MultiViewLoader', () => {
     const batches = await collect(l, 0);
     assert.equal(batches.length, 7);
     const seen = batches.flatMap((b) => Array.from(b.indices));
-    assert.deepEqual(seen.slice().sort((a, b) => a - b), Array.from({ length: 100 }, (_, i) => i));
+    assert.deepEqual(
+      seen.slice().sort((a, b) => a - b),
+      Array.from({ length: 100 }, (_, i) => i),
+    );
     assert.deepEqual(seen, Array.from(new RandomSampler(100, 5).indices(0)));
     batches.forEach((b, i) => {
       assert.equal(b.index, i);
@@ -62,14 +68,14 @@ describe('data/MultiViewLoader', () => {
       assert.deepEqual(b.shape, [B, 16, 16, 1]);
       assert.equal(b.views.length, 2);
       for (const v of b.views) assert.equal(v.length, B * IMG);
-      assert.deepEqual(Array.from(b.labels), Array.from(b.indices, (k) => ds.labels[k]));
+      assert.deepEqual(
+        Array.from(b.labels),
+        Array.from(b.indices, (k) => ds.labels[k]),
+      );
     });
     // row k of view v is the keyed augmentation of sample indices[k]
     const b = batches[2];
-    assert.deepEqual(
-      b.views[1].subarray(3 * IMG, 4 * IMG),
-      augmentView(ds.pixels, b.indices[3] * IMG, 16, 16, 1, views[1], Rng.keyed(9, 0, b.indices[3], 1)),
-    );
+    assert.deepEqual(b.views[1].subarray(3 * IMG, 4 * IMG), augmentView(ds.pixels, b.indices[3] * IMG, 16, 16, 1, views[1], Rng.keyed(9, 0, b.indices[3], 1)));
   });
 
   it('dropLast drops the incomplete batch', async () => {
@@ -138,7 +144,10 @@ describe('data/MultiViewLoader', () => {
       const l = loader({ workers });
       try {
         const rest = await collect(l, 4, 3);
-        assert.deepEqual(rest.map((b) => b.index), [3, 4, 5, 6]);
+        assert.deepEqual(
+          rest.map((b) => b.index),
+          [3, 4, 5, 6],
+        );
         rest.forEach((b, i) => {
           assert.deepEqual(b.indices, full[i + 3].indices);
           assert.deepEqual(b.views[0], full[i + 3].views[0]);
@@ -183,7 +192,10 @@ describe('data/MultiViewLoader', () => {
 
   it('rejects bad options naming the field', () => {
     const bad = (extra: Partial<MultiViewLoaderOptions>, re: RegExp) =>
-      assert.throws(() => loader(extra), (e: Error) => e instanceof UserError && re.test(e.message));
+      assert.throws(
+        () => loader(extra),
+        (e: Error) => e instanceof UserError && re.test(e.message),
+      );
     bad({ batchSize: 0 }, /^batchSize: 0/);
     bad({ views: [] }, /^views:/);
     bad({ workers: -1 }, /^workers: -1/);
@@ -231,8 +243,19 @@ describe('data/EvalLoader', () => {
     const l = new EvalLoader({ dataset: ds, transform: t, batchSize: 30 });
     assert.equal(l.numBatches(), 4);
     const batches = [...l.batches()];
-    assert.deepEqual(batches.map((b) => b.shape), [[30, 16, 16, 1], [30, 16, 16, 1], [30, 16, 16, 1], [10, 16, 16, 1]]);
-    assert.deepEqual(batches.flatMap((b) => Array.from(b.indices)), Array.from({ length: 100 }, (_, i) => i));
+    assert.deepEqual(
+      batches.map((b) => b.shape),
+      [
+        [30, 16, 16, 1],
+        [30, 16, 16, 1],
+        [30, 16, 16, 1],
+        [10, 16, 16, 1],
+      ],
+    );
+    assert.deepEqual(
+      batches.flatMap((b) => Array.from(b.indices)),
+      Array.from({ length: 100 }, (_, i) => i),
+    );
     assert.deepEqual(batches[1].images.subarray(2 * IMG, 3 * IMG), evalView(ds.pixels, 32 * IMG, 16, 16, 1, t));
     assert.deepEqual(Array.from(batches[3].labels), Array.from(ds.labels.subarray(90)));
     const sub = new EvalLoader({ dataset: ds, transform: t, batchSize: 8, indices: Int32Array.from([5, 1]) });

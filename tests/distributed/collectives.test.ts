@@ -34,7 +34,10 @@ function reference(p: GatherProblem) {
   const W = p.worldSize;
   const B = p.batch;
   return tf.tidy(() => {
-    const X = tf.concat(inputs.map((x) => tf.tensor2d(x, [B, p.inDim])), 0);
+    const X = tf.concat(
+      inputs.map((x) => tf.tensor2d(x, [B, p.inDim])),
+      0,
+    );
     const th = tf.tensor2d(theta, [p.inDim, p.outDim]);
     const w = weights.map((v) => tf.tensor1d(v));
     const lossSum = (E: Tensor) => {
@@ -43,7 +46,9 @@ function reference(p: GatherProblem) {
     };
     const E = tf.matMul(X, th);
     const gradE = tf.grad(lossSum)(E).arraySync() as number[][];
-    const gradTheta = tf.grad((t: Tensor) => tf.div(lossSum(tf.matMul(X, t)), W) as tf.Scalar)(th).dataSync();
+    const gradTheta = tf
+      .grad((t: Tensor) => tf.div(lossSum(tf.matMul(X, t)), W) as tf.Scalar)(th)
+      .dataSync();
     const losses = Array.from({ length: W }, (_, r) => {
       const Er = tf.slice(E, [r * B, 0], [B, -1]);
       return rankLoss(Er, E, r, W, w[r]!).dataSync()[0]!;
@@ -55,7 +60,11 @@ function reference(p: GatherProblem) {
         const all = tf.concat([tf.slice(others, [0, 0], [r * B, -1]), Er, tf.slice(others, [(r + 1) * B, 0], [-1, -1])], 0);
         return rankLoss(Er, all, r, W, w[r]!);
       };
-      return Array.from(tf.grad(f)(tf.slice(E, [r * B, 0], [B, -1])).dataSync());
+      return Array.from(
+        tf
+          .grad(f)(tf.slice(E, [r * B, 0], [B, -1]))
+          .dataSync(),
+      );
     });
     return {
       gradE: Array.from({ length: W }, (_, r) => gradE.slice(r * B, (r + 1) * B).flat()),
@@ -137,10 +146,16 @@ describe('distributed/collectives: differentiable collectives (real processes)',
   }
 
   it('with no group or one process they are the identity, gradient included', () => {
-    const x = tf.tensor2d([[1, 2], [3, 4]]);
+    const x = tf.tensor2d([
+      [1, 2],
+      [3, 4],
+    ]);
     for (const group of [undefined, new SingleProcessGroup()]) {
       const g = tf.grad((v: Tensor) => tf.sum(tf.mul(allGather(v, group), allReduceSum(v, group))))(x);
-      assert.deepEqual(g.arraySync(), [[2, 4], [6, 8]]);
+      assert.deepEqual(g.arraySync(), [
+        [2, 4],
+        [6, 8],
+      ]);
     }
   });
 

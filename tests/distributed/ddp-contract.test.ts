@@ -57,7 +57,10 @@ describe('DDP contract on real processes with different data per rank', function
     const [r0, r1] = await fit({ ...common, worldSize: 2, perturb: true });
     const [single] = await fit({ ...common, worldSize: 1, localBatch: 8, perturb: false, flagPeriod: 8, flagOffset: 4 });
     // Rank 1 started from other values in every parameter and buffer (or the test proves nothing).
-    assert.ok(Object.keys(single.afterSetup).some((n) => n.startsWith('bn.running')), 'the model has buffers');
+    assert.ok(
+      Object.keys(single.afterSetup).some((n) => n.startsWith('bn.running')),
+      'the model has buffers',
+    );
     for (const name of Object.keys(r0.beforeSetup)) assert.notDeepEqual(r1.beforeSetup[name], r0.beforeSetup[name], `rank 1 ${name} differs before setup`);
     assert.deepEqual(r0.afterSetup, single.afterSetup, 'rank 0 kept its own initial state');
     assert.deepEqual(r1.afterSetup, r0.afterSetup, 'rank 1 holds rank 0 parameters and buffers after setup');
@@ -68,7 +71,17 @@ describe('DDP contract on real processes with different data per rank', function
 
   it('accumulation: 2 ranks with k = 2 micro-batches of N equal one process on batches of 2N for a per-sample loss (the k micro-batch gradients are averaged)', async () => {
     const [r0, r1] = await fit({ worldSize: 2, localBatch: 3, batches: 4, steps: 2, accumulate: 2, batchNorm: false, perturb: false });
-    const [single] = await fit({ worldSize: 1, localBatch: 12, batches: 2, steps: 2, accumulate: 1, batchNorm: false, perturb: false, flagPeriod: 6, flagOffset: 3 });
+    const [single] = await fit({
+      worldSize: 1,
+      localBatch: 12,
+      batches: 2,
+      steps: 2,
+      accumulate: 1,
+      batchNorm: false,
+      perturb: false,
+      flagPeriod: 6,
+      flagOffset: 3,
+    });
     assert.equal(r0.steps, 2);
     assert.deepEqual(r1.final, r0.final);
     assert.ok(worst(r0.final, single.final) < 1e-5, `worst relative difference ${worst(r0.final, single.final)}`);
@@ -79,14 +92,34 @@ describe('DDP contract on real processes with different data per rank', function
 
   it('accumulation with batch norm: 2 ranks with k = 2 equal one process with k = 2 over the same global micro-batches', async () => {
     const [r0] = await fit({ worldSize: 2, localBatch: 3, batches: 4, steps: 2, accumulate: 2, batchNorm: true, perturb: false });
-    const [single] = await fit({ worldSize: 1, localBatch: 6, batches: 4, steps: 2, accumulate: 2, batchNorm: true, perturb: false, flagPeriod: 6, flagOffset: 3 });
+    const [single] = await fit({
+      worldSize: 1,
+      localBatch: 6,
+      batches: 4,
+      steps: 2,
+      accumulate: 2,
+      batchNorm: true,
+      perturb: false,
+      flagPeriod: 6,
+      flagOffset: 3,
+    });
     assert.ok(worst(r0.final, single.final) < 1e-5, `worst relative difference ${worst(r0.final, single.final)}`);
     assert.equal(r0.stats?.gradientAllReduces, 2);
   });
 
   it('a parameter used on rank 1 only contributes zeros from rank 0 (no hang), and one used nowhere keeps no gradient', async () => {
     const [r0, r1] = await fit({ worldSize: 2, localBatch: 4, batches: 2, steps: 2, accumulate: 1, batchNorm: false, perturb: false });
-    const [single] = await fit({ worldSize: 1, localBatch: 8, batches: 2, steps: 2, accumulate: 1, batchNorm: false, perturb: false, flagPeriod: 8, flagOffset: 4 });
+    const [single] = await fit({
+      worldSize: 1,
+      localBatch: 8,
+      batches: 2,
+      steps: 2,
+      accumulate: 1,
+      batchNorm: false,
+      perturb: false,
+      flagPeriod: 8,
+      flagOffset: 4,
+    });
     assert.notDeepEqual(r0.final.gate, r0.afterSetup.gate, 'gate was trained (by rank 1 gradient)');
     assert.ok(worst({ gate: r0.final.gate }, { gate: single.final.gate }) < 1e-6, 'gate as in one process');
     assert.deepEqual(r1.final.gate, r0.final.gate);
@@ -98,9 +131,36 @@ describe('DDP contract on real processes with different data per rank', function
   });
 
   it('simclr (batch-coupled loss, SyncBatchNorm): --devices 2 --accumulate-grad-batches 2 equals one process with the same accumulation', () => {
-    const flags = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '96', '--workers', '0', '--val-every', '0',
-      '--method', 'simclr', '--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--batch-size', '16', '--accumulate-grad-batches', '2',
-      '--max-steps', '2', '--epochs', '2', '--warmup-epochs', '0'];
+    const flags = [
+      '--backbone',
+      'mlp',
+      '--dataset',
+      'synthetic',
+      '--image-size',
+      '16',
+      '--synthetic-size',
+      '96',
+      '--workers',
+      '0',
+      '--val-every',
+      '0',
+      '--method',
+      'simclr',
+      '--method-arg',
+      'projHiddenDim=32',
+      '--method-arg',
+      'projOutputDim=16',
+      '--batch-size',
+      '16',
+      '--accumulate-grad-batches',
+      '2',
+      '--max-steps',
+      '2',
+      '--epochs',
+      '2',
+      '--warmup-epochs',
+      '0',
+    ];
     const models = [1, 2].map((devices) => {
       const runDir = join(tempDir(), 'run');
       const { status, stderr } = runCli([...flags, '--devices', String(devices), '--run-dir', runDir], 180_000);

@@ -37,9 +37,7 @@ export interface GatherProblem {
 /** Rank r's inputs [B, inDim] and weights [B], and the shared θ [inDim, outDim], as arrays. */
 export function problemData(p: GatherProblem, seededFloats: (seed: number, n: number) => Float32Array) {
   const inputs = Array.from({ length: p.worldSize }, (_, r) => seededFloats(p.seed + 101 * (r + 1), p.batch * p.inDim));
-  const weights = Array.from({ length: p.worldSize }, (_, r) =>
-    seededFloats(p.seed + 7 * (r + 1), p.batch).map((v) => 1.5 + v),
-  );
+  const weights = Array.from({ length: p.worldSize }, (_, r) => seededFloats(p.seed + 7 * (r + 1), p.batch).map((v) => 1.5 + v));
   const theta = seededFloats(p.seed + 99991, p.inDim * p.outDim);
   return { inputs, weights, theta };
 }

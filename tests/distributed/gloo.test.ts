@@ -10,13 +10,7 @@ import { hostname, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { UserError } from '../../src/core/errors.js';
-import {
-  createProcessGroup,
-  defaultTransportHostname,
-  GLOO_ADDON_ENV,
-  loadGlooAddon,
-  parseRendezvous,
-} from '../../src/distributed/gloo.js';
+import { createProcessGroup, defaultTransportHostname, GLOO_ADDON_ENV, loadGlooAddon, parseRendezvous } from '../../src/distributed/gloo.js';
 import { type ProcessGroup, SingleProcessGroup } from '../../src/core/process-group.js';
 import { expectAllOk, freePort, freshDir, relativeError, runProcess, runRanks } from './helpers.js';
 import { readF32, seededFloats, writeF32 } from './io.js';
@@ -60,7 +54,10 @@ function checkOutputs(dir: string, inputs: Record<string, Float32Array[]>, world
     assert.ok(relativeError(out('sum'), expectedSum('sum')) < 1e-6, where('allReduce sum'));
     assert.ok(relativeError(out('big'), expectedSum('big')) < 1e-6, where('allReduce sum (300001)'));
     assert.ok(
-      relativeError(out('avg'), elementwise(inputs.avg!, (v) => sum(v) / W)) < 1e-6,
+      relativeError(
+        out('avg'),
+        elementwise(inputs.avg!, (v) => sum(v) / W),
+      ) < 1e-6,
       where('allReduce avg'),
     );
     assert.deepEqual(Array.from(out('max')), Array.from(elementwise(inputs.max!, (v) => Math.max(...v))), where('max'));
@@ -68,7 +65,10 @@ function checkOutputs(dir: string, inputs: Record<string, Float32Array[]>, world
     const gathered = new Float32Array(W * LENGTHS.gather);
     inputs.gather!.forEach((a, q) => gathered.set(a, q * LENGTHS.gather));
     assert.deepEqual(Array.from(out('gather')), Array.from(gathered), where('allGather'));
-    for (const [name, chunk] of [['rs', RS_CHUNK], ['rsbig', RSBIG_CHUNK]] as const) {
+    for (const [name, chunk] of [
+      ['rs', RS_CHUNK],
+      ['rsbig', RSBIG_CHUNK],
+    ] as const) {
       const slice = expectedSum(name).slice(r * chunk, (r + 1) * chunk);
       assert.equal(out(name).length, chunk, where(name));
       assert.ok(relativeError(out(name), slice) < 1e-6, where(`reduceScatter ${name}`));
@@ -89,9 +89,7 @@ async function runCollectives(worldSize: number, rendezvous: (dir: string) => st
       timeoutMs: 20_000,
     });
     expectAllOk(outcomes);
-    outcomes.forEach((o) =>
-      assert.deepEqual(o.result, { rank: o.rank, worldSize, kind: 'GlooProcessGroup' }),
-    );
+    outcomes.forEach((o) => assert.deepEqual(o.result, { rank: o.rank, worldSize, kind: 'GlooProcessGroup' }));
     checkOutputs(dir, inputs, worldSize);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -130,11 +128,7 @@ describe('distributed/gloo: GlooProcessGroup (real processes, loopback)', functi
         const timer = setTimeout(() => reject(new Error(`redis-server did not start within 10 s:\n${out}`)), 10_000);
         redis.on('error', (err: NodeJS.ErrnoException) => {
           clearTimeout(timer);
-          reject(
-            err.code === 'ENOENT'
-              ? new Error('redis-server is not on PATH: install it (apt-get install redis-server); CI does')
-              : err,
-          );
+          reject(err.code === 'ENOENT' ? new Error('redis-server is not on PATH: install it (apt-get install redis-server); CI does') : err);
         });
         redis.on('exit', (code) => {
           clearTimeout(timer);
@@ -256,7 +250,9 @@ describe('distributed/gloo: GlooProcessGroup (real processes, loopback)', functi
     assert.equal(await defaultTransportHostname({ store: 'file', path: '/tmp/x' }), '127.0.0.1');
     assert.equal(await defaultTransportHostname({ store: 'tcp', host: 'localhost', port: 29500 }), '127.0.0.1');
     // Rank 0's view: the rendezvous host is one of this machine's own addresses.
-    const own = Object.values(networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal);
+    const own = Object.values(networkInterfaces())
+      .flat()
+      .find((a) => a && a.family === 'IPv4' && !a.internal);
     if (own) assert.equal(await defaultTransportHostname({ store: 'tcp', host: own.address, port: 29500 }), own.address);
     // Unresolvable: the host name, as before.
     assert.equal(await defaultTransportHostname({ store: 'redis', host: 'no-such-host.invalid', port: 6379, prefix: 'p' }), hostname());

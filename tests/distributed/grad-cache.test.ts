@@ -68,7 +68,10 @@ describe('gradient cache (group-norm backbone and heads)', function () {
         // The logged metrics of the step are those of the unchunked step, too.
         const expected = plain[0].trainMetrics as Record<string, number>;
         for (const [name, value] of Object.entries(cached[0].trainMetrics as Record<string, number>)) {
-          assert.ok(Number.isFinite(value) && Math.abs(value - expected[name]) <= 1e-5 * Math.max(1, Math.abs(expected[name])), `chunk ${chunk}: ${name} ${value} vs ${expected[name]}`);
+          assert.ok(
+            Number.isFinite(value) && Math.abs(value - expected[name]) <= 1e-5 * Math.max(1, Math.abs(expected[name])),
+            `chunk ${chunk}: ${name} ${value} vs ${expected[name]}`,
+          );
         }
         for (const r of cached) {
           assert.equal(r.gradientAllReduces, 3, `rank ${r.rank}: gradient all-reduces over 3 steps`);

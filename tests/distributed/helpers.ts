@@ -65,10 +65,7 @@ function lastJson(text: string): unknown {
 }
 
 /** Runs one process to completion (or kills it after `killAfterMs`). */
-export function runProcess(
-  args: string[],
-  options: { killAfterMs: number; env?: NodeJS.ProcessEnv; rank?: number; cwd?: string },
-): Promise<RankOutcome> {
+export function runProcess(args: string[], options: { killAfterMs: number; env?: NodeJS.ProcessEnv; rank?: number; cwd?: string }): Promise<RankOutcome> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, {
@@ -117,20 +114,14 @@ export async function runRanks(
 ): Promise<RankOutcome[]> {
   const specPath = join(spec.dir, 'spec.json');
   writeFileSync(specPath, JSON.stringify(spec));
-  return Promise.all(
-    Array.from({ length: spec.worldSize }, (_, rank) =>
-      runProcess([workerPath(worker), specPath, String(rank)], { killAfterMs, rank }),
-    ),
-  );
+  return Promise.all(Array.from({ length: spec.worldSize }, (_, rank) => runProcess([workerPath(worker), specPath, String(rank)], { killAfterMs, rank })));
 }
 
 /** Throws with every rank's output when a rank did not exit 0. */
 export function expectAllOk(outcomes: RankOutcome[]): void {
   const bad = outcomes.filter((o) => o.code !== 0);
   if (bad.length > 0) {
-    const detail = bad
-      .map((o) => `rank ${o.rank}: code ${o.code} signal ${o.signal}${o.killed ? ' (killed: timeout)' : ''}\n${o.stderr}`)
-      .join('\n');
+    const detail = bad.map((o) => `rank ${o.rank}: code ${o.code} signal ${o.signal}${o.killed ? ' (killed: timeout)' : ''}\n${o.stderr}`).join('\n');
     throw new Error(`worker(s) failed:\n${detail}`);
   }
 }

@@ -4,9 +4,31 @@ import { runProcess, workerPath } from './helpers.js';
 
 const MASTER = { MASTER_ADDR: 'node001', MASTER_PORT: '29500' };
 /** What an sbatch batch script sees (`#SBATCH --ntasks=4 --nodes=2`): task 0 of the batch step, no srun step. */
-const SBATCH = { SLURM_JOB_ID: '4242', SLURM_JOBID: '4242', SLURM_JOB_NAME: 'train.sh', SLURM_NTASKS: '4', SLURM_NPROCS: '4', SLURM_NNODES: '2', SLURM_PROCID: '0', SLURM_LOCALID: '0', SLURM_NODEID: '0', SLURM_TASKS_PER_NODE: '2(x2)', ...MASTER };
+const SBATCH = {
+  SLURM_JOB_ID: '4242',
+  SLURM_JOBID: '4242',
+  SLURM_JOB_NAME: 'train.sh',
+  SLURM_NTASKS: '4',
+  SLURM_NPROCS: '4',
+  SLURM_NNODES: '2',
+  SLURM_PROCID: '0',
+  SLURM_LOCALID: '0',
+  SLURM_NODEID: '0',
+  SLURM_TASKS_PER_NODE: '2(x2)',
+  ...MASTER,
+};
 /** What `srun` (4 tasks on 2 nodes) sets for its task 3, on top of the job's variables. */
-const SRUN_TASK_3 = { ...SBATCH, SLURM_STEP_ID: '0', SLURM_STEPID: '0', SLURM_STEP_NUM_TASKS: '4', SLURM_STEP_NUM_NODES: '2', SLURM_STEP_TASKS_PER_NODE: '2(x2)', SLURM_PROCID: '3', SLURM_LOCALID: '1', SLURM_NODEID: '1' };
+const SRUN_TASK_3 = {
+  ...SBATCH,
+  SLURM_STEP_ID: '0',
+  SLURM_STEPID: '0',
+  SLURM_STEP_NUM_TASKS: '4',
+  SLURM_STEP_NUM_NODES: '2',
+  SLURM_STEP_TASKS_PER_NODE: '2(x2)',
+  SLURM_PROCID: '3',
+  SLURM_LOCALID: '1',
+  SLURM_NODEID: '1',
+};
 
 describe('launcher: which processes are workers', () => {
   it('an sbatch batch script with SLURM_NTASKS (and SLURM_PROCID 0) is not a worker: ssl-train launches its own', () => {
@@ -23,7 +45,11 @@ describe('launcher: which processes are workers', () => {
     assert.equal(isSlurmTask(SRUN_TASK_3), true);
     assert.deepEqual(workerEnv(SRUN_TASK_3), { rank: 3, localRank: 1, worldSize: 4, localWorldSize: 2, rendezvous: 'env://' });
     // `srun -n 2` inside an 8-task allocation: the step counts, not the job.
-    assert.equal(workerEnv({ ...SRUN_TASK_3, SLURM_NTASKS: '8', SLURM_STEP_NUM_TASKS: '2', SLURM_STEP_TASKS_PER_NODE: '1(x2)', SLURM_PROCID: '1', SLURM_LOCALID: '0' })?.worldSize, 2);
+    assert.equal(
+      workerEnv({ ...SRUN_TASK_3, SLURM_NTASKS: '8', SLURM_STEP_NUM_TASKS: '2', SLURM_STEP_TASKS_PER_NODE: '1(x2)', SLURM_PROCID: '1', SLURM_LOCALID: '0' })
+        ?.worldSize,
+      2,
+    );
     // Older Slurm: SLURM_STEPID only, SLURM_NTASKS for the count.
     const { SLURM_STEP_ID: _a, SLURM_STEP_NUM_TASKS: _b, SLURM_STEP_TASKS_PER_NODE: _c, ...old } = SRUN_TASK_3;
     assert.deepEqual(workerEnv(old), { rank: 3, localRank: 1, worldSize: 4, localWorldSize: 4, rendezvous: 'env://' });
@@ -40,7 +66,10 @@ describe('launcher: how a failed rank is reported', function () {
 
   it('names the exit code or signal and the last error line', () => {
     assert.equal(failureReport(1, null, 'SIGKILL', ''), 'ssl-train: rank 1 failed: killed by SIGKILL');
-    assert.equal(failureReport(2, 3, null, 'loading\nError: boom\n    at f (a.js:1:1)\n'), 'ssl-train: rank 2 failed: exited with code 3: Error: boom\n    at f (a.js:1:1)');
+    assert.equal(
+      failureReport(2, 3, null, 'loading\nError: boom\n    at f (a.js:1:1)\n'),
+      'ssl-train: rank 2 failed: exited with code 3: Error: boom\n    at f (a.js:1:1)',
+    );
     assert.equal(failureReport(1, 1, null, 'ssl-train: internal error: Error: x\n'), 'ssl-train: rank 1 failed: exited with code 1: internal error: Error: x');
     assert.equal(failureReport(1, 2, null, 'ssl-train: error: --lr: bad\n'), 'ssl-train: error: --lr: bad');
     assert.equal(failureReport(0, null, 'SIGKILL', ''), 'ssl-train: rank 0 failed: killed by SIGKILL');
@@ -59,7 +88,14 @@ describe('launcher: how a failed rank is reported', function () {
       assert.equal(outcome.killed, false, 'the launcher returned');
       assert.equal(outcome.code, code, outcome.stderr);
       assert.match(outcome.stderr, pattern);
-      assert.equal(outcome.stderr.trim().split('\n').filter((l) => l.startsWith('ssl-train:')).length, 1, outcome.stderr);
+      assert.equal(
+        outcome.stderr
+          .trim()
+          .split('\n')
+          .filter((l) => l.startsWith('ssl-train:')).length,
+        1,
+        outcome.stderr,
+      );
     });
   }
 });

@@ -24,14 +24,7 @@ import { SingleProcessGroup } from '../../src/core/process-group.js';
 import { loadGlooAddon } from '../../src/distributed/gloo.js';
 import { EXAMPLE_CASE, FIXTURE_DIR } from '../losses/helpers.js';
 import { expectAllOk, freshDir, runRanks } from './helpers.js';
-import {
-  evaluateVariant,
-  inputNames,
-  LOSS_NAMES,
-  WRONG_VARIANTS,
-  type Variant,
-  type VariantResult,
-} from './workers/loss-problems.js';
+import { evaluateVariant, inputNames, LOSS_NAMES, WRONG_VARIANTS, type Variant, type VariantResult } from './workers/loss-problems.js';
 import type { LossesWorkerResult } from './workers/losses.js';
 
 const FIXTURES: Record<number, string> = {
@@ -123,15 +116,19 @@ describe('distributed/losses: every loss with W real processes equals the one-pr
         assert.equal(c.distributed?.worldSize, W);
         const dir = freshDir(`losses-w${W}`);
         try {
-          const raw = await runRanks('losses', {
-            dir,
-            worldSize: W,
-            rendezvous: pathToFileURL(join(dir, 'store')).href,
-            timeoutMs: 30_000,
-            fixture: FIXTURES[W],
-            variants: [...LOSS_NAMES, ...WRONG_VARIANTS],
-            cases,
-          }, 90_000);
+          const raw = await runRanks(
+            'losses',
+            {
+              dir,
+              worldSize: W,
+              rendezvous: pathToFileURL(join(dir, 'store')).href,
+              timeoutMs: 30_000,
+              fixture: FIXTURES[W],
+              variants: [...LOSS_NAMES, ...WRONG_VARIANTS],
+              cases,
+            },
+            90_000,
+          );
           expectAllOk(raw);
           outcomes = raw.map((o) => o.result as LossesWorkerResult);
         } finally {
@@ -151,7 +148,11 @@ describe('distributed/losses: every loss with W real processes equals the one-pr
           // Different data per rank really gives different per-rank losses (except Barlow,
           // whose per-rank loss is the global loss by convention).
           const values = results.map((r) => r.value);
-          if (name === 'barlow') assert.ok(values.every((v) => v === values[0]), `barlow: ${values}`);
+          if (name === 'barlow')
+            assert.ok(
+              values.every((v) => v === values[0]),
+              `barlow: ${values}`,
+            );
           else assert.ok(new Set(values).size === W, `${name}: per-rank losses ${values}`);
           if (name === 'byol') {
             // z1, z2 are detached: exactly zero gradient on every rank.
@@ -162,7 +163,13 @@ describe('distributed/losses: every loss with W real processes equals the one-pr
 
       it('negative controls: the same check rejects a wrong positive offset, a local-slice gather backward and solo-learn’s Barlow Twins', () => {
         const control = (variant: Variant, as: string) =>
-          check(c, as, outcomes.map((o) => o.variants[variant]!), refs[as]!, c.distributed!.perRankLoss[as]!);
+          check(
+            c,
+            as,
+            outcomes.map((o) => o.variants[variant]!),
+            refs[as]!,
+            c.distributed!.perRankLoss[as]!,
+          );
         const offset = control('simclr-local-offset', 'simclr');
         assert.ok(worst(offset) > 1e-2, `wrong offset not caught: ${JSON.stringify(offset)}`);
         assert.ok(offset.rankLoss > 1e-2, `wrong offset: per-rank losses should be off: ${JSON.stringify(offset)}`);
@@ -247,9 +254,18 @@ describe('distributed/loss-check: runLossCaseOnRank and its report (one process)
       assert.equal(report.passed, false);
       const lines = text.split('\n');
       assert.equal(lines.length, 2 + 5, text);
-      assert.match(lines.find((l) => l.trim().startsWith('barlow'))!, /failed .*gradient error [0-9.e+-]+/);
-      assert.match(lines.find((l) => l.trim().startsWith('simclr'))!, /passed .*loss .* error/);
-      assert.match(lines.find((l) => l.trim().startsWith('mystery'))!, /skipped +not implemented by ssl-zoo/);
+      assert.match(
+        lines.find((l) => l.trim().startsWith('barlow'))!,
+        /failed .*gradient error [0-9.e+-]+/,
+      );
+      assert.match(
+        lines.find((l) => l.trim().startsWith('simclr'))!,
+        /passed .*loss .* error/,
+      );
+      assert.match(
+        lines.find((l) => l.trim().startsWith('mystery'))!,
+        /skipped +not implemented by ssl-zoo/,
+      );
       assert.match(lines.at(-1)!, /^FAILED: 3 passed, 1 failed, 1 skipped$/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -257,11 +273,14 @@ describe('distributed/loss-check: runLossCaseOnRank and its report (one process)
   });
 
   it('gives UserErrors for a missing file and a bad tolerance', () => {
-    assert.throws(() => runLossCaseOnRank('/nonexistent/case.json', new SingleProcessGroup()), (err: unknown) => {
-      assert.ok(err instanceof UserError);
-      assert.match(err.message, /\/nonexistent\/case\.json: cannot read the file \(ENOENT\)/);
-      return true;
-    });
+    assert.throws(
+      () => runLossCaseOnRank('/nonexistent/case.json', new SingleProcessGroup()),
+      (err: unknown) => {
+        assert.ok(err instanceof UserError);
+        assert.match(err.message, /\/nonexistent\/case\.json: cannot read the file \(ENOENT\)/);
+        return true;
+      },
+    );
     assert.throws(() => runLossCaseOnRank(EXAMPLE_CASE, new SingleProcessGroup(), 0), /tolerance: 0/);
   });
 

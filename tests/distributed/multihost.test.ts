@@ -30,8 +30,22 @@ const NODE_KILL_MS = 150_000;
 
 /** Small setup with batch norm everywhere (mlp backbone, BN heads), as tests/distributed/training.test.ts. */
 const SMALL = [
-  '--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '192', '--workers', '0', '--val-every', '0',
-  '--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16',
+  '--backbone',
+  'mlp',
+  '--dataset',
+  'synthetic',
+  '--image-size',
+  '16',
+  '--synthetic-size',
+  '192',
+  '--workers',
+  '0',
+  '--val-every',
+  '0',
+  '--method-arg',
+  'projHiddenDim=32',
+  '--method-arg',
+  'projOutputDim=16',
 ];
 
 function ip(args: string[]): { status: number | null; stderr: string; error?: Error } {
@@ -49,7 +63,10 @@ function ipOrThrow(args: string[]): void {
 function teardown(): void {
   for (const { ns } of HOSTS) {
     const pids = spawnSync('ip', ['netns', 'pids', ns], { encoding: 'utf8', timeout: 10_000 }).stdout ?? '';
-    for (const pid of pids.split('\n').map(Number).filter((p) => Number.isInteger(p) && p > 0)) {
+    for (const pid of pids
+      .split('\n')
+      .map(Number)
+      .filter((p) => Number.isInteger(p) && p > 0)) {
       try {
         process.kill(pid, 'SIGKILL');
       } catch {
@@ -139,7 +156,14 @@ describe('multi-host data parallel: 2 hosts (network namespaces) x 2 ranks over 
     const [node0, node1] = await runJob(['verify', ...SMALL, '--method', 'simclr', '--batch-size', '24']);
     assert.match(node0.stdout, /verify simclr: 4 rank\(s\)/);
     assert.match(node0.stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
-    assert.equal(node0.stdout.trim().split('\n').filter((l) => /^\d+\s/.test(l)).length, 3, 'three steps checked');
+    assert.equal(
+      node0.stdout
+        .trim()
+        .split('\n')
+        .filter((l) => /^\d+\s/.test(l)).length,
+      3,
+      'three steps checked',
+    );
     assert.equal(node1.stdout.trim(), '', 'only global rank 0 prints');
   });
 
@@ -155,9 +179,12 @@ describe('multi-host data parallel: 2 hosts (network namespaces) x 2 ranks over 
   });
 
   it('GLOO_SOCKET_IFNAME binds the transport to the named interface', async () => {
-    const [node0] = await runJob(['verify', ...SMALL, '--method', 'byol', '--method-arg', 'predHiddenDim=32', '--batch-size', '24', '--steps', '2'], (node) => ({
-      GLOO_SOCKET_IFNAME: HOSTS[node].dev,
-    }));
+    const [node0] = await runJob(
+      ['verify', ...SMALL, '--method', 'byol', '--method-arg', 'predHiddenDim=32', '--batch-size', '24', '--steps', '2'],
+      (node) => ({
+        GLOO_SOCKET_IFNAME: HOSTS[node].dev,
+      }),
+    );
     assert.match(node0.stdout, /PASSED/);
   });
 });

@@ -82,8 +82,14 @@ describe('distributed/ntXentLossTiled: W real processes, per-rank values and gra
             // Against one process on the global batch: rank r's gradient on its rows is W × the
             // global loss's (reduce-scatter SUM; DDP's averaging divides it back out).
             const slice = (g: Float32Array) => Array.from(g.slice(r * rowLen, (r + 1) * rowLen));
-            const e1 = relativeError(tiled.g1.map((x) => x / W), slice(ref.g1));
-            const e2 = relativeError(tiled.g2.map((x) => x / W), slice(ref.g2));
+            const e1 = relativeError(
+              tiled.g1.map((x) => x / W),
+              slice(ref.g1),
+            );
+            const e2 = relativeError(
+              tiled.g2.map((x) => x / W),
+              slice(ref.g2),
+            );
             assert.ok(e1 <= TOL && e2 <= TOL, `${label}: gradient / W vs global loss: ${e1}, ${e2}`);
             values.push(tiled.value);
           });

@@ -4,8 +4,30 @@ import { join } from 'node:path';
 import { CLI, tempDir } from '../helpers/run.js';
 import { runProcess } from './helpers.js';
 
-const SMALL = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '96', '--workers', '0', '--val-every', '0',
-  '--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--batch-size', '16', '--max-steps', '2', '--epochs', '1'];
+const SMALL = [
+  '--backbone',
+  'mlp',
+  '--dataset',
+  'synthetic',
+  '--image-size',
+  '16',
+  '--synthetic-size',
+  '96',
+  '--workers',
+  '0',
+  '--val-every',
+  '0',
+  '--method-arg',
+  'projHiddenDim=32',
+  '--method-arg',
+  'projOutputDim=16',
+  '--batch-size',
+  '16',
+  '--max-steps',
+  '2',
+  '--epochs',
+  '1',
+];
 
 describe('the run directory', function () {
   this.timeout(180_000);

@@ -29,6 +29,9 @@ describe('DistributedSampler', () => {
     const s = new DistributedSampler({ length: 64, seed: 3, rank: 1, worldSize: 2, localBatch: 8 });
     assert.notDeepEqual(Array.from(s.indices(0)), Array.from(s.indices(1)));
     assert.throws(() => new DistributedSampler({ length: 64, seed: 3, rank: 2, worldSize: 2, localBatch: 8 }), /rank: 2 is not allowed/);
-    assert.throws(() => new DistributedSampler({ length: 10, seed: 3, rank: 0, worldSize: 2, localBatch: 8 }), /--batch-size: 16 is not allowed; expected at most the training set size 10/);
+    assert.throws(
+      () => new DistributedSampler({ length: 10, seed: 3, rank: 0, worldSize: 2, localBatch: 8 }),
+      /--batch-size: 16 is not allowed; expected at most the training set size 10/,
+    );
   });
 });

@@ -19,14 +19,7 @@ import { SingleProcessGroup } from '../../src/core/process-group.js';
 import { convertSyncBatchNorm, SyncBatchNorm } from '../../src/distributed/sync-batchnorm.js';
 import { expectAllOk, freshDir, runRanks } from './helpers.js';
 import { readF32 } from './io.js';
-import {
-  affine,
-  bnLoss,
-  type BnProblem,
-  globalInput,
-  globalShape,
-  lossWeights,
-} from './workers/sync-batchnorm-problems.js';
+import { affine, bnLoss, type BnProblem, globalInput, globalShape, lossWeights } from './workers/sync-batchnorm-problems.js';
 import type { SyncBnWorkerResult } from './workers/sync-batchnorm.js';
 
 const TOL = 1e-5;
@@ -132,7 +125,11 @@ describe('distributed/SyncBatchNorm (real processes, different data per rank)', 
             assert.ok(yErr <= TOL, `rank ${r}: output error ${yErr}`);
             // Rank r's input gradient is that of Σ_q loss_q: W × the global loss's (DDP's
             // averaging of the parameter gradients upstream divides the W back out).
-            const gErr = relErr(m.xGrad.map((g) => g / W), rows(ref.xGrad, W, r), ref.xGrad);
+            const gErr = relErr(
+              m.xGrad.map((g) => g / W),
+              rows(ref.xGrad, W, r),
+              ref.xGrad,
+            );
             assert.ok(gErr <= TOL, `rank ${r}: input gradient error ${gErr}`);
             const wErr = relErr(m.weightGrad, ref.weightGrad);
             const bErr = relErr(m.biasGrad, ref.biasGrad);

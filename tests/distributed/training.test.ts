@@ -16,7 +16,25 @@ const HEADS: Record<string, string[]> = {
 
 function train(method: string, devices: number, extra: string[] = []): string {
   const runDir = join(tempDir(), 'run');
-  const args = [...SMALL, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24', '--max-steps', '3', '--epochs', '2', '--warmup-epochs', '0', '--run-dir', runDir, ...extra];
+  const args = [
+    ...SMALL,
+    ...HEADS[method],
+    '--method',
+    method,
+    '--devices',
+    String(devices),
+    '--batch-size',
+    '24',
+    '--max-steps',
+    '3',
+    '--epochs',
+    '2',
+    '--warmup-epochs',
+    '0',
+    '--run-dir',
+    runDir,
+    ...extra,
+  ];
   const { status, stderr } = runCli(args, 120_000);
   assert.equal(status, 0, stderr);
   return runDir;
@@ -34,16 +52,47 @@ describe('data-parallel training equals one process on the global batch', functi
 
     for (const devices of [2, 3, 4]) {
       it(`${method}: ssl-train verify --devices ${devices} passes (loss, gradients and parameters over 3 steps)`, () => {
-        const { status, stdout, stderr } = runCli(['verify', ...SMALL, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24'], 120_000);
+        const { status, stdout, stderr } = runCli(
+          ['verify', ...SMALL, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24'],
+          120_000,
+        );
         assert.equal(status, 0, stdout + stderr);
         assert.match(stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
-        assert.equal(stdout.trim().split('\n').filter((l) => /^\d+\s/.test(l)).length, 3);
+        assert.equal(
+          stdout
+            .trim()
+            .split('\n')
+            .filter((l) => /^\d+\s/.test(l)).length,
+          3,
+        );
       });
     }
   }
 
   it('tiny_resnet (convolutions + 9 SyncBatchNorms): verify --devices 2 passes', () => {
-    const { status, stdout, stderr } = runCli(['verify', '--backbone', 'tiny_resnet', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '64', '--workers', '0', '--method', 'simclr', ...HEADS.simclr, '--devices', '2', '--batch-size', '16'], 120_000);
+    const { status, stdout, stderr } = runCli(
+      [
+        'verify',
+        '--backbone',
+        'tiny_resnet',
+        '--dataset',
+        'synthetic',
+        '--image-size',
+        '16',
+        '--synthetic-size',
+        '64',
+        '--workers',
+        '0',
+        '--method',
+        'simclr',
+        ...HEADS.simclr,
+        '--devices',
+        '2',
+        '--batch-size',
+        '16',
+      ],
+      120_000,
+    );
     assert.equal(status, 0, stdout + stderr);
   });
 
@@ -75,18 +124,30 @@ describe('data-parallel training equals one process on the global batch', functi
     assert.ok(ratio > 10, stdout);
   });
 
-  it("verify catches an all-gather whose backward keeps only the local slice (tiny_resnet defaults and mlp)", () => {
+  it('verify catches an all-gather whose backward keeps only the local slice (tiny_resnet defaults and mlp)', () => {
     const script = join(process.cwd(), 'dist', 'tests', 'distributed', 'workers', 'wrong-gather-cli.js');
-    for (const args of [['--steps', '1'], [...SMALL, ...HEADS.simclr, '--batch-size', '24']]) {
-      const out = spawnSync(process.execPath, [script, 'verify', '--method', 'simclr_local_slice_gather', '--devices', '2', ...args], { encoding: 'utf8', timeout: 240_000 });
+    for (const args of [
+      ['--steps', '1'],
+      [...SMALL, ...HEADS.simclr, '--batch-size', '24'],
+    ]) {
+      const out = spawnSync(process.execPath, [script, 'verify', '--method', 'simclr_local_slice_gather', '--devices', '2', ...args], {
+        encoding: 'utf8',
+        timeout: 240_000,
+      });
       assert.equal(out.status, 1, out.stdout + out.stderr);
       assert.match(out.stdout, /FAILED: the worst difference is [0-9.]+ of its bound/);
     }
   });
 
-  it('verify runs the trainer\'s own step: with gradient accumulation and with the gradient cache, 2 ranks pass', () => {
-    for (const extra of [['--accumulate-grad-batches', '2'], ['--norm', 'group', '--grad-cache-chunk', '5']]) {
-      const { status, stdout, stderr } = runCli(['verify', ...SMALL, ...HEADS.byol, '--method', 'byol', '--devices', '2', '--batch-size', '24', ...extra], 120_000);
+  it("verify runs the trainer's own step: with gradient accumulation and with the gradient cache, 2 ranks pass", () => {
+    for (const extra of [
+      ['--accumulate-grad-batches', '2'],
+      ['--norm', 'group', '--grad-cache-chunk', '5'],
+    ]) {
+      const { status, stdout, stderr } = runCli(
+        ['verify', ...SMALL, ...HEADS.byol, '--method', 'byol', '--devices', '2', '--batch-size', '24', ...extra],
+        120_000,
+      );
       assert.equal(status, 0, `${extra.join(' ')}\n${stdout}${stderr}`);
       assert.match(stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
     }
@@ -98,13 +159,20 @@ describe('data-parallel training equals one process on the global batch', functi
 
   it('verify --dump writes every step: inputs, both states before it and both gradients, as .npy files', () => {
     const dir = join(tempDir(), 'dump');
-    const { status, stdout, stderr } = runCli(['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--steps', '2', '--dump', dir], 120_000);
+    const { status, stdout, stderr } = runCli(
+      ['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--steps', '2', '--dump', dir],
+      120_000,
+    );
     assert.equal(status, 0, stdout + stderr);
     for (const step of ['step-1', 'step-2']) {
-      const header = (file: string) => readFileSync(join(dir, step, file)).subarray(0, 128).toString('latin1');
+      const header = (file: string) =>
+        readFileSync(join(dir, step, file))
+          .subarray(0, 128)
+          .toString('latin1');
       assert.match(header('view0.npy'), /^\x93NUMPY[\s\S]*'descr': '<f4'[\s\S]*'shape': \(24, 16, 16, 1\)/);
       assert.match(header('labels.npy'), /'descr': '<i4'[\s\S]*'shape': \(24,\)/);
-      for (const sub of ['init', 'init-W', 'grads-1', 'grads-W']) assert.match(header(join(sub, 'backbone.fc1.weight.npy')), /'shape': \(256, \d+\)/, `${step}/${sub}`);
+      for (const sub of ['init', 'init-W', 'grads-1', 'grads-W'])
+        assert.match(header(join(sub, 'backbone.fc1.weight.npy')), /'shape': \(256, \d+\)/, `${step}/${sub}`);
       const losses = JSON.parse(readFileSync(join(dir, step, 'losses.json'), 'utf8')) as { oneProcess: number; ranks: number };
       assert.ok(Math.abs(losses.ranks - losses.oneProcess) <= 1e-5 * Math.abs(losses.oneProcess), JSON.stringify(losses));
     }
@@ -126,14 +194,33 @@ describe('data-parallel training equals one process on the global batch', functi
 
   it('ssl-train --method simclr --devices 2 trains end to end; only rank 0 writes the run directory', () => {
     const runDir = join(tempDir(), 'run');
-    const { status, stdout, stderr } = runCli(['--method', 'simclr', '--devices', '2', ...SMALL.filter((a, i, all) => a !== '--val-every' && all[i - 1] !== '--val-every'), ...HEADS.simclr, '--batch-size', '32', '--epochs', '2', '--run-dir', runDir], 180_000);
+    const { status, stdout, stderr } = runCli(
+      [
+        '--method',
+        'simclr',
+        '--devices',
+        '2',
+        ...SMALL.filter((a, i, all) => a !== '--val-every' && all[i - 1] !== '--val-every'),
+        ...HEADS.simclr,
+        '--batch-size',
+        '32',
+        '--epochs',
+        '2',
+        '--run-dir',
+        runDir,
+      ],
+      180_000,
+    );
     assert.equal(status, 0, stderr);
     const summary = JSON.parse(stdout.trim().split('\n').pop() as string) as Record<string, number>;
     assert.ok(summary['val/knn_acc1'] > 0);
     const config = JSON.parse(readFileSync(join(runDir, 'config.json'), 'utf8')) as Record<string, unknown>;
     assert.equal(config.worldSize, 2);
     assert.equal(config.localBatch, 16);
-    const steps = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number });
+    const steps = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { step: number });
     assert.equal(new Set(steps.map((s) => `${s.step}-${Object.keys(s).join()}`)).size, steps.length, 'each row logged once (rank 0 only)');
     assert.ok(existsSync(join(runDir, 'checkpoints', 'last.ckpt')));
   });
@@ -142,7 +229,14 @@ describe('data-parallel training equals one process on the global batch', functi
     const store = tempDir('ssl-zoo-store-');
     const runDir = join(tempDir(), 'run');
     const args = [CLI, ...SMALL, ...HEADS.simclr, '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir];
-    const env = (rank: number) => ({ ...process.env, RANK: String(rank), WORLD_SIZE: '2', LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: '2', SSL_ZOO_RENDEZVOUS: `file://${store}` });
+    const env = (rank: number) => ({
+      ...process.env,
+      RANK: String(rank),
+      WORLD_SIZE: '2',
+      LOCAL_RANK: String(rank),
+      LOCAL_WORLD_SIZE: '2',
+      SSL_ZOO_RENDEZVOUS: `file://${store}`,
+    });
     const survivor = spawn(process.execPath, args, { env: env(0), stdio: ['ignore', 'pipe', 'pipe'] });
     const victim = spawn(process.execPath, args, { env: env(1), stdio: ['ignore', 'ignore', 'ignore'] });
     let stderr = '';
@@ -173,14 +267,21 @@ describe('data-parallel training equals one process on the global batch', functi
 
   it('the launcher stops the other ranks and exits non-zero when a rank dies', async () => {
     const runDir = join(tempDir(), 'run');
-    const launcher = spawn(process.execPath, [CLI, ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const launcher = spawn(
+      process.execPath,
+      [CLI, ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let stdout = '';
     let stderr = '';
     launcher.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
     launcher.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const started = Date.now();
     while (!/step 1\//.test(stdout) && Date.now() - started < 60_000) await new Promise((r) => setTimeout(r, 100));
-    const children = spawnSync('pgrep', ['-P', String(launcher.pid)], { encoding: 'utf8' }).stdout.trim().split('\n').map(Number);
+    const children = spawnSync('pgrep', ['-P', String(launcher.pid)], { encoding: 'utf8' })
+      .stdout.trim()
+      .split('\n')
+      .map(Number);
     assert.equal(children.length, 2, 'two workers');
     process.kill(children[1], 'SIGKILL');
     const code = await new Promise<number | null>((resolve) => {

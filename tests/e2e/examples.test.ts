@@ -18,17 +18,43 @@ describe("the README's examples run as written", function () {
   it('your own method: examples/my-simclr.js trains my_simclr from the CLI and logs its own loss terms', () => {
     const runDir = join(tempDir(), 'run');
     const r = run('my-simclr.js', [
-      '--method', 'my_simclr', '--method-arg', 'varianceWeight=0.5', '--max-steps', '4', '--backbone', 'mlp', '--image-size', '16',
-      '--synthetic-size', '128', '--batch-size', '32', '--workers', '0', '--val-every', '0', '--log-every', '1', '--run-dir', runDir,
+      '--method',
+      'my_simclr',
+      '--method-arg',
+      'varianceWeight=0.5',
+      '--max-steps',
+      '4',
+      '--backbone',
+      'mlp',
+      '--image-size',
+      '16',
+      '--synthetic-size',
+      '128',
+      '--batch-size',
+      '32',
+      '--workers',
+      '0',
+      '--val-every',
+      '0',
+      '--log-every',
+      '1',
+      '--run-dir',
+      runDir,
     ]);
     assert.equal(r.status, 0, r.stderr);
-    const rows = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+    const rows = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, number>);
     const steps = rows.filter((row) => row['train/loss'] !== undefined);
     assert.equal(steps.length, 4);
     for (const row of steps) {
       assert.ok(Number.isFinite(row['train/contrastive']) && Number.isFinite(row['train/variance']), JSON.stringify(row));
       // The logged loss is the method's: the contrastive term plus 0.5 x the variance term.
-      assert.ok(Math.abs(row['train/loss'] - (row['train/contrastive'] + 0.5 * row['train/variance'])) < 1e-4 * Math.abs(row['train/loss']), JSON.stringify(row));
+      assert.ok(
+        Math.abs(row['train/loss'] - (row['train/contrastive'] + 0.5 * row['train/variance'])) < 1e-4 * Math.abs(row['train/loss']),
+        JSON.stringify(row),
+      );
     }
   });
 
@@ -41,6 +67,9 @@ describe("the README's examples run as written", function () {
     const memory = /^success: (\d+) losses logged/m.exec(r.stdout);
     assert.ok(memory, r.stdout);
     assert.equal(Number(memory[1]), 8, 'the injected logger got every step (256 / 64 x 2 epochs)');
-    assert.ok(existsSync(join(runDir, 'summary.json')) && existsSync(join(runDir, 'metrics.jsonl')), 'the run-directory logger registered beside it still wrote');
+    assert.ok(
+      existsSync(join(runDir, 'summary.json')) && existsSync(join(runDir, 'metrics.jsonl')),
+      'the run-directory logger registered beside it still wrote',
+    );
   });
 });

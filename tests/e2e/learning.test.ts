@@ -28,7 +28,11 @@ describe('learning', function () {
     await initEngine(config.backend);
     const experiment = prepareExperiment(config);
     const untrained = experiment.createMethod();
-    const baseline = await new SslTask(untrained, { ...experiment.optim, globalBatch: config.batchSize }, validationSettings(config, experiment, config.batchSize)).validate();
+    const baseline = await new SslTask(
+      untrained,
+      { ...experiment.optim, globalBatch: config.batchSize },
+      validationSettings(config, experiment, config.batchSize),
+    ).validate();
     untrained.dispose();
 
     const run = await runTraining(config, { callbacks: [] });

@@ -20,7 +20,22 @@ export function runCli(args: string[], timeoutMs = 120_000): { status: number | 
 
 /** Small, fast training flags: synthetic 16x16 data, mlp backbone, small heads, no workers. */
 export const SMOKE_FLAGS = [
-  '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '256', '--backbone', 'mlp',
-  '--batch-size', '32', '--workers', '0', '--knn-train-samples', '256',
-  '--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16',
+  '--dataset',
+  'synthetic',
+  '--image-size',
+  '16',
+  '--synthetic-size',
+  '256',
+  '--backbone',
+  'mlp',
+  '--batch-size',
+  '32',
+  '--workers',
+  '0',
+  '--knn-train-samples',
+  '256',
+  '--method-arg',
+  'projHiddenDim=32',
+  '--method-arg',
+  'projOutputDim=16',
 ];

@@ -25,7 +25,12 @@ describe('kernels/native fused training batch norm', () => {
   }
 
   it('matches tf.moments + tf.batchNorm (values and gradients), NHWC and [B, C]', () => {
-    const shapes = [[16, 7, 6, 8], [64, 32], [3, 5, 4, 33], [2, 1, 1, 5]];
+    const shapes = [
+      [16, 7, 6, 8],
+      [64, 32],
+      [3, 5, 4, 33],
+      [2, 1, 1, 5],
+    ];
     shapes.forEach((shape, i) => {
       for (const affine of [true, false]) {
         const what = `batchNormTraining [${shape}] affine=${affine}`;
@@ -47,11 +52,14 @@ describe('kernels/native fused training batch norm', () => {
     const scale = randn([8], 22);
     const offset = randn([8], 23);
     const [wy, wm, wv] = [randn([6, 4, 4, 8], 24), randn([8], 25), randn([8], 26)];
-    assertFallbackGradients(([a, s, o], removeNative) => {
-      const { y, mean, variance } = batchNormTraining(a, s, o, 1e-5);
-      removeNative();
-      return tf.addN([tf.sum(tf.mul(y, wy)), tf.sum(tf.mul(mean, wm)), tf.sum(tf.mul(variance, wv))]);
-    }, [x, scale, offset]);
+    assertFallbackGradients(
+      ([a, s, o], removeNative) => {
+        const { y, mean, variance } = batchNormTraining(a, s, o, 1e-5);
+        removeNative();
+        return tf.addN([tf.sum(tf.mul(y, wy)), tf.sum(tf.mul(mean, wm)), tf.sum(tf.mul(variance, wv))]);
+      },
+      [x, scale, offset],
+    );
     tf.dispose([wy, wm, wv]);
   });
 

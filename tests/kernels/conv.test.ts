@@ -29,20 +29,53 @@ function cases(seed: number, count: number, gradients: boolean): ConvCase[] {
   while (out.length < count) {
     const kh = pick.int(1, 5);
     const kw = pick.one([kh, pick.int(1, 4)]);
-    const strides: [number, number] = pick.one([[1, 1], [2, 2], [3, 3], [1, 2], [2, 1]] as Array<[number, number]>);
-    const dilations: [number, number] = gradients || strides[0] > 1 || strides[1] > 1 ? [1, 1] : pick.one([[1, 1], [2, 2], [1, 3]] as Array<[number, number]>);
-    const pads: Pad[] = ['same', 'valid', 0, 1, 2, [[0, 0], [pick.int(0, 2), pick.int(0, 2)], [pick.int(0, 2), pick.int(0, 2)], [0, 0]]];
+    const strides: [number, number] = pick.one([
+      [1, 1],
+      [2, 2],
+      [3, 3],
+      [1, 2],
+      [2, 1],
+    ] as Array<[number, number]>);
+    const dilations: [number, number] =
+      gradients || strides[0] > 1 || strides[1] > 1
+        ? [1, 1]
+        : pick.one([
+            [1, 1],
+            [2, 2],
+            [1, 3],
+          ] as Array<[number, number]>);
+    const pads: Pad[] = [
+      'same',
+      'valid',
+      0,
+      1,
+      2,
+      [
+        [0, 0],
+        [pick.int(0, 2), pick.int(0, 2)],
+        [pick.int(0, 2), pick.int(0, 2)],
+        [0, 0],
+      ],
+    ];
     const k: ConvCase = {
-      n: pick.int(1, 3), h: pick.int(5, 13), w: pick.int(5, 13), c: pick.one([1, 3, 4, 8, 17]), oc: pick.one([1, 5, 8, 16, 32]),
-      kh, kw, strides, dilations, pad: pick.one(pads),
+      n: pick.int(1, 3),
+      h: pick.int(5, 13),
+      w: pick.int(5, 13),
+      c: pick.one([1, 3, 4, 8, 17]),
+      oc: pick.one([1, 5, 8, 16, 32]),
+      kh,
+      kw,
+      strides,
+      dilations,
+      pad: pick.one(pads),
     };
     // tfjs sizes the output of a numeric pad from the filter height and stride height only
     // (for both dims): keep those square; the non-square case is tested separately.
     if (typeof k.pad === 'number' && (kh !== kw || strides[0] !== strides[1] || dilations[0] !== dilations[1])) continue;
     const effH = (kh - 1) * dilations[0] + 1;
     const effW = (kw - 1) * dilations[1] + 1;
-    const [pt, pb, pl, pr] = typeof k.pad === 'number' ? [k.pad, k.pad, k.pad, k.pad]
-      : Array.isArray(k.pad) ? [k.pad[1][0], k.pad[1][1], k.pad[2][0], k.pad[2][1]] : [0, 0, 0, 0];
+    const [pt, pb, pl, pr] =
+      typeof k.pad === 'number' ? [k.pad, k.pad, k.pad, k.pad] : Array.isArray(k.pad) ? [k.pad[1][0], k.pad[1][1], k.pad[2][0], k.pad[2][1]] : [0, 0, 0, 0];
     if (k.pad !== 'same' && (k.h + pt + pb < effH || k.w + pl + pr < effW)) continue;
     out.push(k);
   }
@@ -56,8 +89,15 @@ describe('kernels/native conv2d', () => {
     cases(21, 40, false).forEach((k, i) => {
       const what = `conv2d ${describeCase(k)}`;
       const r = bothEngines(() =>
-        tf.conv2d(randn([k.n, k.h, k.w, k.c], 1000 + i) as Tensor4D, randn([k.kh, k.kw, k.c, k.oc], 2000 + i) as Tensor4D,
-          k.strides, k.pad, 'NHWC', k.dilations));
+        tf.conv2d(
+          randn([k.n, k.h, k.w, k.c], 1000 + i) as Tensor4D,
+          randn([k.kh, k.kw, k.c, k.oc], 2000 + i) as Tensor4D,
+          k.strides,
+          k.pad,
+          'NHWC',
+          k.dilations,
+        ),
+      );
       assertClose(r, what);
       assertRanNatively(r.stats, 'Conv2D', what);
     });
@@ -66,8 +106,7 @@ describe('kernels/native conv2d', () => {
   it('Conv2D with numeric padding and dimRoundingMode', () => {
     for (const mode of ['floor', 'ceil', 'round'] as const) {
       const what = `conv2d dimRoundingMode=${mode}`;
-      const r = bothEngines(() =>
-        tf.conv2d(randn([2, 10, 9, 3], 1) as Tensor4D, randn([3, 3, 3, 4], 2) as Tensor4D, 2, 1, 'NHWC', 1, mode));
+      const r = bothEngines(() => tf.conv2d(randn([2, 10, 9, 3], 1) as Tensor4D, randn([3, 3, 3, 4], 2) as Tensor4D, 2, 1, 'NHWC', 1, mode));
       assertClose(r, what);
     }
   });

@@ -16,18 +16,35 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
   before(requireNativeKernels);
 
   const binaryOps: Array<[string, (a: Tensor, b: Tensor) => Tensor]> = [
-    ['Add', tf.add], ['Sub', tf.sub], ['Multiply', tf.mul], ['RealDiv', tf.div],
-    ['SquaredDifference', tf.squaredDifference], ['Maximum', tf.maximum], ['Minimum', tf.minimum],
+    ['Add', tf.add],
+    ['Sub', tf.sub],
+    ['Multiply', tf.mul],
+    ['RealDiv', tf.div],
+    ['SquaredDifference', tf.squaredDifference],
+    ['Maximum', tf.maximum],
+    ['Minimum', tf.minimum],
   ];
   const shapePairs: Array<[number[], number[]]> = [
-    [[4, 6, 5, 8], [4, 6, 5, 8]], // same shape
+    [
+      [4, 6, 5, 8],
+      [4, 6, 5, 8],
+    ], // same shape
     [[4, 6, 5, 8], [8]], // per-channel (batch norm)
     [[8], [4, 6, 5, 8]], // broadcast on the left
-    [[4, 1, 1, 8], [4, 6, 5, 8]], // the gradient of a spatial mean
+    [
+      [4, 1, 1, 8],
+      [4, 6, 5, 8],
+    ], // the gradient of a spatial mean
     [[], [3, 7]], // scalar
     [[3, 7], []],
-    [[3, 1], [1, 4]], // both broadcast
-    [[2, 3, 1, 5], [3, 4, 1]], // ranks differ, interleaved
+    [
+      [3, 1],
+      [1, 4],
+    ], // both broadcast
+    [
+      [2, 3, 1, 5],
+      [3, 4, 1],
+    ], // ranks differ, interleaved
     [[1, 200000], [1]], // one long row
   ];
 
@@ -44,9 +61,19 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
   }
 
   const unaryOps: Array<[string, (x: Tensor) => Tensor]> = [
-    ['Relu', tf.relu], ['Relu6', tf.relu6], ['Step', (x) => tf.step(x, 0.25)], ['Square', tf.square], ['Neg', tf.neg],
-    ['Sqrt', tf.sqrt], ['Rsqrt', tf.rsqrt], ['Exp', tf.exp], ['Log', tf.log], ['Abs', tf.abs], ['Sigmoid', tf.sigmoid],
-    ['Tanh', tf.tanh], ['Reciprocal', tf.reciprocal],
+    ['Relu', tf.relu],
+    ['Relu6', tf.relu6],
+    ['Step', (x) => tf.step(x, 0.25)],
+    ['Square', tf.square],
+    ['Neg', tf.neg],
+    ['Sqrt', tf.sqrt],
+    ['Rsqrt', tf.rsqrt],
+    ['Exp', tf.exp],
+    ['Log', tf.log],
+    ['Abs', tf.abs],
+    ['Sigmoid', tf.sigmoid],
+    ['Tanh', tf.tanh],
+    ['Reciprocal', tf.reciprocal],
   ];
   it('unary ops match the JS kernels (incl. NaN/Inf semantics)', () => {
     for (const [name, op] of unaryOps) {
@@ -59,8 +86,10 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
   it('Sum, Mean, Max and Min over any axes match the JS kernels', () => {
     const axesList: Array<number | number[] | null> = [[0, 1, 2], [1, 2], 0, 3, -1, [0, 2], [1, 3], [0, 3], null, [2]];
     const ops: Array<[string, (x: Tensor, axis: number | number[] | null, keepDims: boolean) => Tensor]> = [
-      ['Sum', (x, a, k) => tf.sum(x, a ?? undefined, k)], ['Mean', (x, a, k) => tf.mean(x, a ?? undefined, k)],
-      ['Max', (x, a, k) => tf.max(x, a ?? undefined, k)], ['Min', (x, a, k) => tf.min(x, a ?? undefined, k)],
+      ['Sum', (x, a, k) => tf.sum(x, a ?? undefined, k)],
+      ['Mean', (x, a, k) => tf.mean(x, a ?? undefined, k)],
+      ['Max', (x, a, k) => tf.max(x, a ?? undefined, k)],
+      ['Min', (x, a, k) => tf.min(x, a ?? undefined, k)],
     ];
     for (const [name, op] of ops) {
       axesList.forEach((axes, i) => {
@@ -126,7 +155,12 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
 
   it('MaxPool, AvgPool and their gradients match the JS kernels (incl. ties)', () => {
     const configs: Array<[number | [number, number], number | [number, number], 'same' | 'valid' | number]> = [
-      [2, 2, 'valid'], [3, 2, 'same'], [3, 1, 'same'], [3, 2, 1], [[2, 3], [1, 2], 'valid'], [3, 3, 'same'],
+      [2, 2, 'valid'],
+      [3, 2, 'same'],
+      [3, 1, 'same'],
+      [3, 2, 1],
+      [[2, 3], [1, 2], 'valid'],
+      [3, 3, 'same'],
     ];
     configs.forEach(([filter, stride, pad], i) => {
       const what = `pool filter=${filter} stride=${stride} pad=${pad}`;
@@ -164,7 +198,20 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
   it('leaves non-float32 tensors to the JS kernels', () => {
     const r = bothEngines(() => [
       tf.cast(tf.add(tf.tensor([1, 2, 3], [3], 'int32'), tf.tensor([4, 5, 6], [3], 'int32')), 'float32'),
-      tf.cast(tf.sum(tf.tensor([[1, 2], [3, 4]], [2, 2], 'int32'), 0), 'float32'),
+      tf.cast(
+        tf.sum(
+          tf.tensor(
+            [
+              [1, 2],
+              [3, 4],
+            ],
+            [2, 2],
+            'int32',
+          ),
+          0,
+        ),
+        'float32',
+      ),
       tf.cast(tf.neg(tf.tensor([1, -2], [2], 'int32')), 'float32'),
     ]);
     assertClose(r, 'int32', 0);

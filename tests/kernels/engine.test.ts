@@ -5,7 +5,13 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { initEngine } from '../../src/core/engine.js';
 import {
-  NATIVE_KERNEL_NAMES, nativeKernelStats, nativeKernelsInstalled, nativeThreads, oneDnnCpuIsa, oneDnnVersion, setNativeThreads,
+  NATIVE_KERNEL_NAMES,
+  nativeKernelStats,
+  nativeKernelsInstalled,
+  nativeThreads,
+  oneDnnCpuIsa,
+  oneDnnVersion,
+  setNativeThreads,
 } from '../../src/core/native-kernels.js';
 import { tf } from '../../src/core/tf.js';
 import { randn, requireNativeKernels } from './helpers.js';

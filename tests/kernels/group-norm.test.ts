@@ -21,7 +21,14 @@ describe('kernels/native fused group norm', () => {
   }
 
   it('matches the tfjs composition (values and gradients): NHWC and [B, C], 1 to C groups', () => {
-    const cases: [number[], number][] = [[[8, 7, 6, 32], 8], [[16, 5, 5, 12], 1], [[6, 3, 4, 6], 6], [[64, 32], 16], [[5, 33], 3], [[3, 1, 1, 6], 2]];
+    const cases: [number[], number][] = [
+      [[8, 7, 6, 32], 8],
+      [[16, 5, 5, 12], 1],
+      [[6, 3, 4, 6], 6],
+      [[64, 32], 16],
+      [[5, 33], 3],
+      [[3, 1, 1, 6], 2],
+    ];
     cases.forEach(([shape, groups], i) => {
       for (const affine of [true, false]) {
         const what = `groupNorm [${shape}] G=${groups} affine=${affine}`;
@@ -60,11 +67,14 @@ describe('kernels/native fused group norm', () => {
     const scale = randn([8], 12);
     const offset = randn([8], 13);
     const wy = randn([4, 5, 5, 8], 14);
-    assertFallbackGradients(([a, s, o], removeNative) => {
-      const y = groupNorm(a, 4, s, o, 1e-5);
-      removeNative();
-      return tf.sum(tf.mul(y, wy));
-    }, [x, scale, offset]);
+    assertFallbackGradients(
+      ([a, s, o], removeNative) => {
+        const y = groupNorm(a, 4, s, o, 1e-5);
+        removeNative();
+        return tf.sum(tf.mul(y, wy));
+      },
+      [x, scale, offset],
+    );
     wy.dispose();
   });
 

@@ -4,7 +4,12 @@
  */
 import assert from 'node:assert/strict';
 import {
-  installNativeKernels, nativeAddonPath, nativeKernelsAvailable, nativeKernelsError, nativeKernelStats, restoreJsKernels,
+  installNativeKernels,
+  nativeAddonPath,
+  nativeKernelsAvailable,
+  nativeKernelsError,
+  nativeKernelStats,
+  restoreJsKernels,
 } from '../../src/core/native-kernels.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
@@ -128,8 +133,7 @@ export function assertRanNatively(stats: Record<string, { native: number; fallba
  * reinstalls the native kernels.
  */
 export function assertFallbackGradients(loss: (inputs: Tensor[], removeNative: () => void) => Tensor, inputs: Tensor[]): void {
-  const grads = (removeBeforeBackward: boolean) =>
-    tf.grads((...xs: Tensor[]) => loss(xs, removeBeforeBackward ? restoreJsKernels : () => undefined))(inputs);
+  const grads = (removeBeforeBackward: boolean) => tf.grads((...xs: Tensor[]) => loss(xs, removeBeforeBackward ? restoreJsKernels : () => undefined))(inputs);
   const native = grads(false);
   try {
     const fallback = grads(true);

@@ -16,7 +16,17 @@ describe('kernels/native matmul', () => {
 
   it('BatchMatMul matches the JS kernel: random sizes, all transposes, batches and broadcast batches', () => {
     const pick = new Pick(11);
-    const batches: Array<[number[], number[]]> = [[[], []], [[3], [3]], [[1], [4]], [[5], [1]], [[2, 3], [2, 3]], [[4], []]];
+    const batches: Array<[number[], number[]]> = [
+      [[], []],
+      [[3], [3]],
+      [[1], [4]],
+      [[5], [1]],
+      [
+        [2, 3],
+        [2, 3],
+      ],
+      [[4], []],
+    ];
     let i = 0;
     for (const [outerA, outerB] of batches) {
       for (const ta of [false, true]) {
@@ -108,8 +118,10 @@ describe('kernels/native matmul', () => {
       // Under a gradient tape tfjs fuses only linear activations; the forward value here
       // (outside the tape) runs the fused kernel.
       const y = tf.fused.matMul({ a, b, bias, activation: 'relu' });
-      return [y, ...tf.grads((x: Tensor, z: Tensor, c: Tensor) =>
-        tf.sum(tf.mul(tf.fused.matMul({ a: x, b: z, bias: c, activation: 'relu' }), w)))([a, b, bias])];
+      return [
+        y,
+        ...tf.grads((x: Tensor, z: Tensor, c: Tensor) => tf.sum(tf.mul(tf.fused.matMul({ a: x, b: z, bias: c, activation: 'relu' }), w)))([a, b, bias]),
+      ];
     });
     assertClose(r, 'grads of fused matMul');
     assertRanNatively(r.stats, '_FusedMatMul', 'grads of fused matMul');

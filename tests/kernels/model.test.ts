@@ -31,7 +31,20 @@ function makeNet(seed: number): { vars: Variable[]; loss: (x: Tensor, fused: boo
     const h2 = tf.relu(tf.add(n2, tf.conv2d(p1 as Tensor4D, w3 as Tensor4D, 2, 'valid')));
     const pooled = tf.mean(h2, [1, 2]);
     const logits = tf.add(tf.matMul(pooled, wFc), bFc);
-    return tf.mean(tf.square(tf.sub(logits, tf.oneHot(tf.tensor1d(Array.from({ length: x.shape[0] }, (_, i) => i % 10), 'int32'), 10)))) as tf.Scalar;
+    return tf.mean(
+      tf.square(
+        tf.sub(
+          logits,
+          tf.oneHot(
+            tf.tensor1d(
+              Array.from({ length: x.shape[0] }, (_, i) => i % 10),
+              'int32',
+            ),
+            10,
+          ),
+        ),
+      ),
+    ) as tf.Scalar;
   };
   return { vars: [w1, b1, w2, gamma, beta, w3, wFc, bFc], loss };
 }
@@ -55,7 +68,12 @@ describe('kernels/native whole-model gradients', () => {
         }
         if (fused) assertRanNatively(r.stats, 'SslZooBatchNormTrainGrad', 'model');
         // The gradients are not trivially zero.
-        r.native.values.slice(1).forEach((g, i) => assert.ok(g.some((v) => v !== 0), `gradient ${i} is all zeros`));
+        r.native.values.slice(1).forEach((g, i) =>
+          assert.ok(
+            g.some((v) => v !== 0),
+            `gradient ${i} is all zeros`,
+          ),
+        );
       } finally {
         tf.dispose(net.vars);
       }

@@ -1,10 +1,6 @@
 import assert from 'node:assert/strict';
 import { tf } from '../../src/core/tf.js';
-import {
-  BARLOW_TWINS_DEFAULTS,
-  barlowTwinsLoss,
-  barlowTwinsLossWithTerms,
-} from '../../src/losses/index.js';
+import { BARLOW_TWINS_DEFAULTS, barlowTwinsLoss, barlowTwinsLossWithTerms } from '../../src/losses/index.js';
 import { gradCheck, randn, rowsOf, Rng, useCpuEngine } from './helpers.js';
 
 /** Independent float64 Barlow Twins in plain loops. */

@@ -8,10 +8,7 @@ import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { tf } from '../../src/core/tf.js';
-import {
-  barlowTwinsLossWithTerms,
-  vicregLossWithTerms,
-} from '../../src/losses/index.js';
+import { barlowTwinsLossWithTerms, vicregLossWithTerms } from '../../src/losses/index.js';
 import { checkLossCase, loadLossCase, type LossCase } from '../../src/verify/index.js';
 import { EXAMPLE_CASE, FIXTURE_DIR, useCpuEngine } from './helpers.js';
 
@@ -37,10 +34,7 @@ describe('losses against PyTorch reference cases', () => {
       const path = label === 'example case' ? EXAMPLE_CASE : join(FIXTURE_DIR, label);
       const c = loadLossCase(path);
       const report = checkLossCase(c);
-      assert.deepEqual(
-        report.results.map((r) => r.name).sort(),
-        ['barlow', 'byol', 'simclr', 'vicreg'],
-      );
+      assert.deepEqual(report.results.map((r) => r.name).sort(), ['barlow', 'byol', 'simclr', 'vicreg']);
       for (const r of report.results) {
         assert.equal(r.status, 'passed', `${label} ${r.name}: ${JSON.stringify(r)}`);
         assert.ok((r.lossError ?? 1) < 1e-4 && (r.gradError ?? 1) < 1e-4, JSON.stringify(r));

@@ -55,14 +55,7 @@ function evalAt(f: LossFn, xs: tf.Tensor2D[], which: number, delta: Float32Array
  * `nCoords` random coordinates plus the coordinate of the largest analytic |gradient|, and
  * one random direction. float32 arithmetic, so `h` is 1e-3-ish and the comparison relative.
  */
-export function fdProbe(
-  f: LossFn,
-  xs: tf.Tensor2D[],
-  analytic: Tensor[],
-  which: number[],
-  rng: Rng,
-  { h = 2e-3, nCoords = 4 } = {},
-): FdProbe {
+export function fdProbe(f: LossFn, xs: tf.Tensor2D[], analytic: Tensor[], which: number[], rng: Rng, { h = 2e-3, nCoords = 4 } = {}): FdProbe {
   const coords: FdProbe['coords'] = [];
   const directions: FdProbe['directions'] = [];
   for (const i of which) {
@@ -85,8 +78,18 @@ export function fdProbe(
     for (const x of v) norm += x * x;
     norm = Math.sqrt(norm);
     for (let k = 0; k < size; k++) v[k] /= norm;
-    const plus = evalAt(f, xs, i, v.map((x) => x * h));
-    const minus = evalAt(f, xs, i, v.map((x) => -x * h));
+    const plus = evalAt(
+      f,
+      xs,
+      i,
+      v.map((x) => x * h),
+    );
+    const minus = evalAt(
+      f,
+      xs,
+      i,
+      v.map((x) => -x * h),
+    );
     directions[i] = { v, fd: (plus - minus) / (2 * h) };
   }
   return { coords, directions };

@@ -1,14 +1,6 @@
 import assert from 'node:assert/strict';
 import { tf, type Scalar, type Tensor } from '../../src/core/tf.js';
-import {
-  barlowTwinsLoss,
-  barlowTwinsLossWithTerms,
-  byolLoss,
-  ntXentLoss,
-  VICREG_DEFAULTS,
-  vicregLoss,
-  vicregLossWithTerms,
-} from '../../src/losses/index.js';
+import { barlowTwinsLoss, barlowTwinsLossWithTerms, byolLoss, ntXentLoss, VICREG_DEFAULTS, vicregLoss, vicregLossWithTerms } from '../../src/losses/index.js';
 import { checkLossCase, loadLossCase } from '../../src/verify/index.js';
 import { EXAMPLE_CASE, randn, Rng, useCpuEngine } from './helpers.js';
 

@@ -8,12 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { tf, type Tensor } from '../../src/core/tf.js';
-import {
-  NT_XENT_DEFAULT_TILE_SIZE,
-  NT_XENT_TILED_THRESHOLD,
-  ntXentLoss,
-  ntXentLossTiled,
-} from '../../src/losses/index.js';
+import { NT_XENT_DEFAULT_TILE_SIZE, NT_XENT_TILED_THRESHOLD, ntXentLoss, ntXentLossTiled } from '../../src/losses/index.js';
 import { gradCheck, randn, Rng, useCpuEngine } from './helpers.js';
 
 /** max |a − b| / max |b|. */
@@ -143,8 +138,7 @@ describe('losses/ntXentLossTiled', () => {
     const rng = new Rng(8);
     const z1 = randn(rng, 4, 3);
     const z2 = randn(rng, 4, 3);
-    const f = (tiled: boolean) =>
-      valueAndGrads((x, y) => tf.mul(ntXentLoss(x, y, { temperature: 0.2, tiled, tileSize: 3 }), -2.5) as tf.Scalar, z1, z2);
+    const f = (tiled: boolean) => valueAndGrads((x, y) => tf.mul(ntXentLoss(x, y, { temperature: 0.2, tiled, tileSize: 3 }), -2.5) as tf.Scalar, z1, z2);
     const [a, b] = [f(true), f(false)];
     assert.ok(relErr(a.g1, b.g1) <= 1e-5 && relErr(a.g2, b.g2) <= 1e-5);
     tf.dispose([z1, z2]);
@@ -200,9 +194,15 @@ describe('losses/ntXentLossTiled', () => {
     const [c1, c2] = small(64);
     const forced = await measure(() => ntXentLoss(c1!, c2!, { temperature: 0.1, tiled: true, tileSize: 16 }).dispose());
     assert.ok(!forced.shapes.some((s) => s.length === 2 && s[0] === 128 && s[1] === 128), 'tiled: true never builds [2B, 2N]');
-    assert.ok(forced.shapes.some((s) => s.length === 2 && s[0] === 16 && s[1] === 16), 'tiled: true works in 16 x 16 tiles');
+    assert.ok(
+      forced.shapes.some((s) => s.length === 2 && s[0] === 16 && s[1] === 16),
+      'tiled: true works in 16 x 16 tiles',
+    );
     const plain = await measure(() => ntXentLoss(c1!, c2!, { temperature: 0.1, tiled: false }).dispose());
-    assert.ok(plain.shapes.some((s) => s.length === 2 && s[0] === 128 && s[1] === 128), 'tiled: false builds [2B, 2N]');
+    assert.ok(
+      plain.shapes.some((s) => s.length === 2 && s[0] === 128 && s[1] === 128),
+      'tiled: false builds [2B, 2N]',
+    );
     tf.dispose([z1, z2, a1!, a2!, c1!, c2!]);
   });
 

@@ -2,14 +2,7 @@ import assert from 'node:assert/strict';
 import { tf } from '../../src/core/tf.js';
 import type { ProcessGroup } from '../../src/core/process-group.js';
 import { SingleProcessGroup } from '../../src/core/process-group.js';
-import {
-  batchLayout,
-  MASKED_LOGIT,
-  NT_XENT_DEFAULTS,
-  ntXentLoss,
-  ntXentMasks,
-  type BatchLayout,
-} from '../../src/losses/index.js';
+import { batchLayout, MASKED_LOGIT, NT_XENT_DEFAULTS, ntXentLoss, ntXentMasks, type BatchLayout } from '../../src/losses/index.js';
 import { gradCheck, randn, rowsOf, Rng, useCpuEngine } from './helpers.js';
 
 /** An independent float64 NT-Xent in plain JS loops (rows [z1; z2], positive i <-> i+B). */
@@ -93,9 +86,7 @@ describe('losses/ntXentLoss', () => {
     const rng = new Rng(3);
     tf.tidy(() => {
       const z = randn(rng, 4, 5);
-      const grads = tf.grads((a: tf.Tensor, c: tf.Tensor) =>
-        ntXentLoss(a as tf.Tensor2D, c as tf.Tensor2D, { temperature: 0.01 }),
-      )([z, tf.clone(z)]);
+      const grads = tf.grads((a: tf.Tensor, c: tf.Tensor) => ntXentLoss(a as tf.Tensor2D, c as tf.Tensor2D, { temperature: 0.01 }))([z, tf.clone(z)]);
       for (const g of grads) for (const x of g.dataSync()) assert.ok(Number.isFinite(x));
       assert.ok(MASKED_LOGIT < -1e8);
     });

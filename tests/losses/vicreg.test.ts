@@ -1,10 +1,6 @@
 import assert from 'node:assert/strict';
 import { tf } from '../../src/core/tf.js';
-import {
-  VICREG_DEFAULTS,
-  vicregLoss,
-  vicregLossWithTerms,
-} from '../../src/losses/index.js';
+import { VICREG_DEFAULTS, vicregLoss, vicregLossWithTerms } from '../../src/losses/index.js';
 import { gradCheck, randn, rowsOf, Rng, useCpuEngine } from './helpers.js';
 
 /** Independent float64 VICReg in plain loops (docs/loss-case.md conventions). */

@@ -67,7 +67,7 @@ describe('method arguments', () => {
     );
   });
 
-  it('subclasses inherit their parent\'s declarations', () => {
+  it("subclasses inherit their parent's declarations", () => {
     assert.deepEqual(Object.keys(BYOL.args), ['baseTau', 'finalTau', 'projHiddenDim', 'projOutputDim', 'predHiddenDim']);
     assert.equal(BYOL.args.baseTau, MomentumMethod.args.baseTau, 'the same declaration, not a copy');
     assert.equal(BYOL.args.finalTau, MomentumMethod.args.finalTau);
@@ -91,7 +91,12 @@ describe('method arguments', () => {
 
   describe('validation: user errors naming method_args.<name>, the value and what is allowed', () => {
     const CASES: Array<[string, string, Record<string, number>, RegExp]> = [
-      ['unknown name, listing the method\'s', 'simclr', { lambd: 1 }, /^method_args.lambd: not a hyperparameter of method 'simclr'; it has projHiddenDim, projOutputDim, temperature \(see ssl-train methods\)$/],
+      [
+        "unknown name, listing the method's",
+        'simclr',
+        { lambd: 1 },
+        /^method_args.lambd: not a hyperparameter of method 'simclr'; it has projHiddenDim, projOutputDim, temperature \(see ssl-train methods\)$/,
+      ],
       ['integer given a fraction', 'simclr', { projHiddenDim: 2.5 }, /^method_args.projHiddenDim: 2.5 is not allowed; expected an integer >= 1$/],
       ['integer below its range', 'byol', { predHiddenDim: 0 }, /^method_args.predHiddenDim: 0 is not allowed; expected an integer >= 1$/],
       ['temperature 0', 'simclr', { temperature: 0 }, /^method_args.temperature: 0 is not allowed; expected a number > 0$/],
@@ -130,7 +135,10 @@ describe('method arguments', () => {
     class Legacy extends SimCLR {
       static readonly defaultArgs = { ...SimCLR.args, varianceWeight: 1 };
     }
-    assert.throws(() => registerMethod('legacy_args_test', Legacy), /method 'legacy_args_test' \(Legacy\) has static defaultArgs; declare its hyperparameters as static args = defineArgs/);
+    assert.throws(
+      () => registerMethod('legacy_args_test', Legacy),
+      /method 'legacy_args_test' \(Legacy\) has static defaultArgs; declare its hyperparameters as static args = defineArgs/,
+    );
   });
 
   it('words ranges for tables and messages', () => {
@@ -150,7 +158,12 @@ describe('method arguments', () => {
 
   it('lists every registered method with its arguments (user subclasses included)', () => {
     const text = describeMethods();
-    for (const [name, cls] of [['simclr', SimCLR], ['barlow_twins', BarlowTwins], ['byol', BYOL], ['weighted_simclr_args_test', WeightedSimCLR]] as const) {
+    for (const [name, cls] of [
+      ['simclr', SimCLR],
+      ['barlow_twins', BarlowTwins],
+      ['byol', BYOL],
+      ['weighted_simclr_args_test', WeightedSimCLR],
+    ] as const) {
       assert.match(text, new RegExp(`^${name} \\(${cls.name}\\)$`, 'm'), `${name} listed`);
       for (const [arg, spec] of Object.entries(cls.args)) {
         const line = text.split('\n').find((l) => l.trim().startsWith(`${arg} `) && l.includes(spec.description));

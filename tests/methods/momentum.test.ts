@@ -24,7 +24,7 @@ describe('MomentumMethod', () => {
     assert.equal(cosineTau(0.99, 1, 0, 100), 0.99);
     assert.equal(cosineTau(0.99, 1, 100, 100), 1);
     assert.ok(Math.abs(cosineTau(0.99, 1, 50, 100) - 0.995) < 1e-12);
-    const quarter = 1 - 0.01 * (Math.cos(Math.PI / 4) + 1) / 2;
+    const quarter = 1 - (0.01 * (Math.cos(Math.PI / 4) + 1)) / 2;
     assert.ok(Math.abs(cosineTau(0.99, 1, 25, 100) - quarter) < 1e-12);
   });
 

@@ -57,7 +57,10 @@ describe('the process group reaches the losses through setup, not through each m
   });
   afterEach(() => recordJobSize(1));
 
-  for (const [name, collective] of [['simclr', 'gathers'], ['barlow_twins', 'reductions']] as const) {
+  for (const [name, collective] of [
+    ['simclr', 'gathers'],
+    ['barlow_twins', 'reductions'],
+  ] as const) {
     it(`${name}: the loss inside the training step runs over the group given to setup() (the method passes none)`, () => {
       const m = method(name);
       const group = new CountingGroup();
@@ -74,7 +77,10 @@ describe('the process group reaches the losses through setup, not through each m
     const m = method('simclr');
     recordJobSize(2);
     const labels = tf.tensor1d([0, 1, 2, 0, 1, 2], 'int32');
-    assert.throws(() => m.trainingStep(views(), labels), /SimCLR: its loss couples the samples of the batch but the method was not set up with the process group of this 2-rank job/);
+    assert.throws(
+      () => m.trainingStep(views(), labels),
+      /SimCLR: its loss couples the samples of the batch but the method was not set up with the process group of this 2-rank job/,
+    );
     m.setup({ group: new SingleProcessGroup() });
     const out = m.trainingStep(views(), labels); // a group of one, given explicitly: a local loss by choice
     tf.dispose([out.loss, ...Object.values(out.metrics), labels]);

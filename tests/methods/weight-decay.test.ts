@@ -18,11 +18,22 @@ function simclr() {
 }
 
 const SETTINGS: Omit<OptimSettings, 'optimizer' | 'weightDecay'> = {
-  lr: 0.5, classifierLr: 0.1, momentum: 0.9, larsEta: 0.02, larsClipLr: false, warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: 256,
+  lr: 0.5,
+  classifierLr: 0.1,
+  momentum: 0.9,
+  larsEta: 0.02,
+  larsClipLr: false,
+  warmupEpochs: 0,
+  warmupStartLr: 0,
+  minLr: 0,
+  globalBatch: 256,
 };
 
 /** The method's parameters (no classifier) after one optimizer step on fixed random gradients. */
-function afterOneStep(optimizer: OptimSettings['optimizer'], weightDecay: number): { params: Map<string, { rank: number; values: Float32Array }>; opt: Optimizer } {
+function afterOneStep(
+  optimizer: OptimSettings['optimizer'],
+  weightDecay: number,
+): { params: Map<string, { rank: number; values: Float32Array }>; opt: Optimizer } {
   const method = simclr();
   const task = new SslTask(method, { ...SETTINGS, optimizer, weightDecay });
   const { optimizer: opt, scheduler } = task.configureOptimizers({ totalSteps: 10, stepsPerEpoch: 10 });
@@ -46,11 +57,24 @@ describe('weight decay leaves biases and normalisation weights alone, with every
   for (const optimizer of ['sgd', 'adamw'] as const) {
     it(`${optimizer}: a method_no_decay group (weight decay 0) holds exactly the biases and norm weights`, () => {
       const { opt } = afterOneStep(optimizer, 0.5);
-      assert.deepEqual(opt.groups.map((g) => [g.name, g.weightDecay]), [['method', 0.5], ['method_no_decay', 0], ['classifier', 0]]);
+      assert.deepEqual(
+        opt.groups.map((g) => [g.name, g.weightDecay]),
+        [
+          ['method', 0.5],
+          ['method_no_decay', 0],
+          ['classifier', 0],
+        ],
+      );
       const [decayed, noDecay] = opt.groups;
-      assert.ok(decayed.params.every((p) => p.variable.rank >= 2), 'method: weights only');
+      assert.ok(
+        decayed.params.every((p) => p.variable.rank >= 2),
+        'method: weights only',
+      );
       assert.ok(noDecay.params.length > 0 && noDecay.params.every((p) => p.variable.rank <= 1), 'method_no_decay: biases and norm weights');
-      assert.ok(noDecay.params.some((p) => /bn|norm/i.test(p.name)), `a norm weight is among ${noDecay.params.map((p) => p.name).join(', ')}`);
+      assert.ok(
+        noDecay.params.some((p) => /bn|norm/i.test(p.name)),
+        `a norm weight is among ${noDecay.params.map((p) => p.name).join(', ')}`,
+      );
       opt.dispose();
     });
   }

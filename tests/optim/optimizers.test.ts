@@ -152,10 +152,7 @@ describe('optim: SGD (hand-computed)', () => {
     disposeGrads(grads);
     assert.throws(() => new SGD([{ name: 'g', params: [a], lr: -1, weightDecay: 0 }]), /lr of parameter group 0 \('g'\)/);
     assert.throws(() => new SGD([{ name: 'g', params: [a, { name: 'b', variable: a.variable }], lr: 1, weightDecay: 0 }]), /twice/);
-    assert.throws(
-      () => new SGD([{ name: 'g', params: [a], lr: 1, weightDecay: 0 }], { momentum: 0, nesterov: true }),
-      /nesterov/,
-    );
+    assert.throws(() => new SGD([{ name: 'g', params: [a], lr: 1, weightDecay: 0 }], { momentum: 0, nesterov: true }), /nesterov/);
     opt.dispose();
     disposeParams([a]);
   });
@@ -310,7 +307,7 @@ describe('optim: AdamW (hand-computed)', () => {
     disposeParams([w]);
   });
 
-  it('bias correction counts each parameter\'s own updates', () => {
+  it("bias correction counts each parameter's own updates", () => {
     const a = param('a', [1]);
     const b = param('b', [1]);
     const opt = new AdamW([{ name: 'g', params: [a, b], lr: 0.1, weightDecay: 0 }]);

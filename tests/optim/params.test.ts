@@ -63,8 +63,14 @@ describe('optim: parameter groups', () => {
       ['a', conv.variable],
       ['b', frozen],
     ];
-    assert.deepEqual(toNamedParams(entries).map((p) => p.name), ['a']);
-    assert.deepEqual(toNamedParams(entries, false).map((p) => p.name), ['a', 'b']);
+    assert.deepEqual(
+      toNamedParams(entries).map((p) => p.name),
+      ['a'],
+    );
+    assert.deepEqual(
+      toNamedParams(entries, false).map((p) => p.name),
+      ['a', 'b'],
+    );
     frozen.dispose();
   });
 });

@@ -6,13 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { tf } from '../../src/core/tf.js';
-import {
-  createOptimizer,
-  WarmupCosineSchedule,
-  type NamedParam,
-  type OptimizerOptions,
-  type ParamGroup,
-} from '../../src/optim/index.js';
+import { createOptimizer, WarmupCosineSchedule, type NamedParam, type OptimizerOptions, type ParamGroup } from '../../src/optim/index.js';
 import { assertClose, disposeGrads, disposeParams, values } from './helpers.js';
 
 interface Fixture {
@@ -32,9 +26,7 @@ interface Fixture {
   };
 }
 
-const fixture: Fixture = JSON.parse(
-  readFileSync(fileURLToPath(new URL('../../../tests/fixtures/optim/reference.json', import.meta.url)), 'utf8'),
-);
+const fixture: Fixture = JSON.parse(readFileSync(fileURLToPath(new URL('../../../tests/fixtures/optim/reference.json', import.meta.url)), 'utf8'));
 
 describe('optim: PyTorch reference', () => {
   for (const c of fixture.cases) {

@@ -44,7 +44,10 @@ describe('optim: warmup-cosine schedule', () => {
   });
 
   it('rejects bad settings with UserErrors naming the field', () => {
-    assert.throws(() => new WarmupCosineSchedule({ warmupSteps: 10, totalSteps: 10 }), (e: unknown) => e instanceof UserError && /totalSteps: 10/.test(e.message));
+    assert.throws(
+      () => new WarmupCosineSchedule({ warmupSteps: 10, totalSteps: 10 }),
+      (e: unknown) => e instanceof UserError && /totalSteps: 10/.test(e.message),
+    );
     assert.throws(() => new WarmupCosineSchedule({ warmupSteps: -1, totalSteps: 10 }), /warmupSteps/);
     assert.throws(() => s.lrAt(-1, 1), RangeError);
   });

@@ -2,14 +2,7 @@
 import { strict as assert } from 'node:assert';
 import { UserError } from '../../src/core/errors.js';
 import { tf } from '../../src/core/tf.js';
-import {
-  createOptimizer,
-  OPTIMIZER_NAMES,
-  type NamedParam,
-  type Optimizer,
-  type OptimizerState,
-  type ParamGroup,
-} from '../../src/optim/index.js';
+import { createOptimizer, OPTIMIZER_NAMES, type NamedParam, type Optimizer, type OptimizerState, type ParamGroup } from '../../src/optim/index.js';
 import { disposeGrads, disposeParams, values } from './helpers.js';
 
 const SHAPES: Record<string, number[]> = { 'enc.weight': [3, 2], 'enc.bias': [2], 'head.weight': [2, 2] };
@@ -53,9 +46,7 @@ function stepWith(opt: Optimizer, params: NamedParam[], k: number): void {
 
 /** Serialises like a checkpoint file would: plain arrays and JSON. */
 function throughJson(state: OptimizerState): OptimizerState {
-  const tensors = Object.fromEntries(
-    Object.entries(state.tensors).map(([k, t]) => [k, tf.tensor(Array.from(t.dataSync()), t.shape)]),
-  );
+  const tensors = Object.fromEntries(Object.entries(state.tensors).map(([k, t]) => [k, tf.tensor(Array.from(t.dataSync()), t.shape)]));
   return { tensors, meta: JSON.parse(JSON.stringify(state.meta)) };
 }
 
@@ -100,7 +91,10 @@ describe('optim: state dict', () => {
     stepWith(sgd, params, 0);
     const state = sgd.stateDict();
     const adam = createOptimizer('adamw', makeGroups(params));
-    assert.throws(() => adam.loadStateDict(state), (e: unknown) => e instanceof UserError && /saved by 'sgd' but this optimizer is 'adamw'/.test(e.message));
+    assert.throws(
+      () => adam.loadStateDict(state),
+      (e: unknown) => e instanceof UserError && /saved by 'sgd' but this optimizer is 'adamw'/.test(e.message),
+    );
 
     const renamed = makeParams().map((p) => (p.name === 'head.weight' ? { ...p, name: 'head.w' } : p));
     const other = createOptimizer('sgd', makeGroups(renamed));
@@ -157,8 +151,7 @@ describe('optim: createOptimizer', () => {
   it('an unknown name is a UserError naming the field, the value and the allowed values', () => {
     assert.throws(
       () => createOptimizer('rmsprop', []),
-      (e: unknown) =>
-        e instanceof UserError && e.message === 'optimizer: "rmsprop" is not allowed; expected sgd | lars | adamw',
+      (e: unknown) => e instanceof UserError && e.message === 'optimizer: "rmsprop" is not allowed; expected sgd | lars | adamw',
     );
   });
 });

@@ -18,7 +18,9 @@ const METHODS = [
 ] as const;
 
 /** The chart specs embedded in a report (id and ECharts option). */
-function embeddedSpecs(html: string): Array<{ id: string; option: { series: Array<{ type: string; data: unknown[]; name: string }>; title: { subtext: string } } }> {
+function embeddedSpecs(
+  html: string,
+): Array<{ id: string; option: { series: Array<{ type: string; data: unknown[]; name: string }>; title: { subtext: string } } }> {
   const match = /<script type="application\/json" id="report-charts">([\s\S]*?)<\/script>/.exec(html);
   assert.ok(match, 'chart data in the report');
   return JSON.parse(match[1]);
@@ -33,7 +35,9 @@ describe('ssl-train compare: the comparison report', function () {
 
   before(async () => {
     for (const [i, [method, args]] of METHODS.entries()) {
-      await runTraining(buildConfig({ ...TINY, method, runDir: dirs[i], methodArgs: { ...(TINY.methodArgs as Record<string, number>), ...args } }), { callbacks: [] });
+      await runTraining(buildConfig({ ...TINY, method, runDir: dirs[i], methodArgs: { ...(TINY.methodArgs as Record<string, number>), ...args } }), {
+        callbacks: [],
+      });
     }
     report = await writeComparisonReport(dirs, { out, points: 50 });
   });
@@ -64,7 +68,7 @@ describe('ssl-train compare: the comparison report', function () {
     }
   });
 
-  it('embeds each run\'s final checkpoint: a bounded number of validation points, coloured by class', () => {
+  it("embeds each run's final checkpoint: a bounded number of validation points, coloured by class", () => {
     const specs = embeddedSpecs(readFileSync(report.html, 'utf8'));
     const maps = specs.filter((s) => s.id.startsWith('chart-embedding-'));
     assert.equal(maps.length, 3);
@@ -104,7 +108,10 @@ describe('ssl-train compare: the comparison report', function () {
       const rows = await page.locator('#runs-table tbody tr').allTextContents();
       assert.equal(rows.length, 3);
       METHODS.forEach(([method], i) => assert.ok(rows[i].includes(method), `table row ${i}: ${rows[i]}`));
-      assert.ok(rows.every((r) => /success/.test(r) && /2 \/ 2/.test(r) && /%/.test(r)), rows.join('\n'));
+      assert.ok(
+        rows.every((r) => /success/.test(r) && /2 \/ 2/.test(r) && /%/.test(r)),
+        rows.join('\n'),
+      );
       const page1 = await page.screenshot({ fullPage: true });
       assert.ok(pixelStats(page1).inked > 0.05);
     } finally {

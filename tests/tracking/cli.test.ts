@@ -142,7 +142,12 @@ describe('ssl-train with W&B flags, wandb-sync and compare from the command line
       ['wandb-sync: no metrics.jsonl', ['wandb-sync', noMetrics], /wandb-sync: .*no-metrics has no metrics\.jsonl/],
       ['unknown --logger', [...train, '--logger', 'tensorboard'], /--logger: "tensorboard" is not allowed; expected one of local, wandb/],
       ['unknown --wandb-mode', [...train, '--wandb-mode', 'sometimes'], /--wandb-mode: "sometimes" is not allowed; expected one of online, offline, disabled/],
-      ['bad WANDB_MODE', [...train, '--logger', 'wandb'], /WANDB_MODE: "sometimes" is not allowed; expected online, offline or disabled/, { WANDB_MODE: 'sometimes' }],
+      [
+        'bad WANDB_MODE',
+        [...train, '--logger', 'wandb'],
+        /WANDB_MODE: "sometimes" is not allowed; expected online, offline or disabled/,
+        { WANDB_MODE: 'sometimes' },
+      ],
     ];
     for (const [what, args, pattern, extraEnv] of cases) {
       it(what, async () => {
@@ -162,7 +167,10 @@ describe('ssl-train with W&B flags, wandb-sync and compare from the command line
       writeFileSync(join(run, 'metrics.jsonl'), '{"step": 1, "train/loss": 2}\n');
       const { status, stderr } = await cli(['wandb-sync', run], { ...env, WANDB_API_KEY: undefined }, 60_000);
       assert.equal(status, 2, stderr);
-      assert.match(stderr.trim(), /^ssl-train: error: wandb-sync: no W&B API key for http:\/\/127\.0\.0\.1:\d+: set WANDB_API_KEY \(or log in with `wandb login`\)$/);
+      assert.match(
+        stderr.trim(),
+        /^ssl-train: error: wandb-sync: no W&B API key for http:\/\/127\.0\.0\.1:\d+: set WANDB_API_KEY \(or log in with `wandb login`\)$/,
+      );
     });
   });
 });

@@ -27,9 +27,30 @@ export const TINY: TrainConfigInput = {
 
 /** The flags of {@link TINY} for the CLI. */
 export const TINY_FLAGS = [
-  '--method', 'simclr', '--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '256',
-  '--batch-size', '32', '--epochs', '2', '--workers', '0', '--knn-train-samples', '256', '--log-every', '2',
-  '--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16',
+  '--method',
+  'simclr',
+  '--backbone',
+  'mlp',
+  '--dataset',
+  'synthetic',
+  '--image-size',
+  '16',
+  '--synthetic-size',
+  '256',
+  '--batch-size',
+  '32',
+  '--epochs',
+  '2',
+  '--workers',
+  '0',
+  '--knn-train-samples',
+  '256',
+  '--log-every',
+  '2',
+  '--method-arg',
+  'projHiddenDim=32',
+  '--method-arg',
+  'projOutputDim=16',
 ];
 
 /** An environment holding only what the W&B SDK should see (none of the developer's WANDB_* variables). */

@@ -55,7 +55,10 @@ describe('progress display', function () {
     const text = out.text;
     assert.ok(!text.includes('\r'), 'no carriage return');
     assert.doesNotMatch(text, ESCAPE, 'no escape sequences');
-    assert.ok(out.chunks.every((c) => c.endsWith('\n')), 'every write is a whole line');
+    assert.ok(
+      out.chunks.every((c) => c.endsWith('\n')),
+      'every write is a whole line',
+    );
     const lines = text.trimEnd().split('\n');
     assert.deepEqual(
       lines.filter((l) => l.includes(' step ')).map((l) => /step (\d+)\/240/.exec(l)?.[1]),

@@ -76,7 +76,10 @@ describe('W&B logger against a local W&B server (real @wandb/sdk)', function () 
 
     // One history row per logged step: training metrics, and at epoch ends validation too.
     const rows = localHistory(runDir);
-    assert.deepEqual(rows.map((r) => r.step), [2, 4, 6, 8, 10, 12, 14, 16]);
+    assert.deepEqual(
+      rows.map((r) => r.step),
+      [2, 4, 6, 8, 10, 12, 14, 16],
+    );
     assertHistoryDelivered(run, rows);
     for (const line of run.history) {
       for (const key of ['train/loss', 'train/lr', 'train/images_per_sec', 'train/acc1', 'train/embedding_std', 'epoch', '_runtime', '_timestamp']) {
@@ -84,9 +87,16 @@ describe('W&B logger against a local W&B server (real @wandb/sdk)', function () 
       }
     }
     const epochEnds = run.history.filter((l) => 'val/knn_acc1' in l);
-    assert.deepEqual(epochEnds.map((l) => l._step), [8, 16], 'validation rows at the epoch-end steps');
+    assert.deepEqual(
+      epochEnds.map((l) => l._step),
+      [8, 16],
+      'validation rows at the epoch-end steps',
+    );
     for (const l of epochEnds) for (const key of ['val/knn_acc1', 'val/knn_acc5', 'val/acc1', 'val/acc5']) assert.equal(typeof l[key], 'number', key);
-    assert.ok(Object.keys(run.history[0]).every((k) => /^(train\/|val\/|epoch$|_)/.test(k)), `consistent names: ${Object.keys(run.history[0]).join(', ')}`);
+    assert.ok(
+      Object.keys(run.history[0]).every((k) => /^(train\/|val\/|epoch$|_)/.test(k)),
+      `consistent names: ${Object.keys(run.history[0]).join(', ')}`,
+    );
 
     // Summary: final validation, wall time, best accuracies; the run is complete with exit code 0.
     assert.equal(run.complete, true);
@@ -102,7 +112,10 @@ describe('W&B logger against a local W&B server (real @wandb/sdk)', function () 
     const first = await trainWithWandb({ maxSteps: 10 }, { env });
     const id = readWandbRunInfo(first.runDir)?.id;
     assert.ok(id);
-    assert.deepEqual(server.run(id).history.map((l) => l._step), [2, 4, 6, 8, 10]);
+    assert.deepEqual(
+      server.run(id).history.map((l) => l._step),
+      [2, 4, 6, 8, 10],
+    );
     // The first part of the history is lost on the server (as after a failed upload)...
     server.run(id).history.length = 0;
     const second = await trainWithWandb({ resume: 'auto' }, { env }, first.runDir);
@@ -113,7 +126,10 @@ describe('W&B logger against a local W&B server (real @wandb/sdk)', function () 
     assert.ok(run.upserts.filter((u) => u.config !== undefined).length >= 2, 'the run was upserted again on resume');
     // ... and the resumed run re-sent it ahead of the new rows.
     const rows = localHistory(first.runDir);
-    assert.deepEqual(rows.map((r) => r.step), [2, 4, 6, 8, 10, 12, 14, 16]);
+    assert.deepEqual(
+      rows.map((r) => r.step),
+      [2, 4, 6, 8, 10, 12, 14, 16],
+    );
     assertHistoryDelivered(run, rows);
     assert.equal(run.exitcode, 0);
   });
@@ -124,7 +140,10 @@ describe('W&B logger against a local W&B server (real @wandb/sdk)', function () 
     assert.deepEqual(printed, []);
     const info = readWandbRunInfo(runDir);
     assert.equal(info?.state, 'synced');
-    assert.ok(server.requests.some((r) => r.path.endsWith('/file_stream') && r.status === 503), 'the server did fail');
+    assert.ok(
+      server.requests.some((r) => r.path.endsWith('/file_stream') && r.status === 503),
+      'the server did fail',
+    );
     assertHistoryDelivered(server.run(info.id), localHistory(runDir));
   });
 

@@ -31,7 +31,10 @@ describe('W&B logger pieces', () => {
     });
     const env = { WANDB_PROJECT: 'p', WANDB_ENTITY: 'e', WANDB_NAME: 'n', WANDB_RUN_GROUP: 'g', WANDB_TAGS: 'x, y' };
     const fromEnv = deriveWandbIdentity(config, {}, env);
-    assert.deepEqual([fromEnv.project, fromEnv.entity, fromEnv.name, fromEnv.group, fromEnv.tags], ['p', 'e', 'n', 'g', ['byol', 'resnet18', 'cifar10', 'x', 'y']]);
+    assert.deepEqual(
+      [fromEnv.project, fromEnv.entity, fromEnv.name, fromEnv.group, fromEnv.tags],
+      ['p', 'e', 'n', 'g', ['byol', 'resnet18', 'cifar10', 'x', 'y']],
+    );
     const fromFlags = deriveWandbIdentity(config, { project: 'P', entity: 'E', group: 'G', tags: ['byol', 'z'] }, env);
     assert.deepEqual([fromFlags.project, fromFlags.entity, fromFlags.group, fromFlags.tags], ['P', 'E', 'G', ['byol', 'resnet18', 'cifar10', 'z']]);
   });

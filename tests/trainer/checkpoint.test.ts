@@ -10,7 +10,10 @@ describe('checkpoint files', () => {
   it('round-trip float32 and int32 tensors and metadata, leaving no temporary file', () => {
     const dir = tempDir();
     const path = join(dir, 'a.ckpt');
-    const a = tf.tensor2d([[1.5, -2], [3, 4e-8]]);
+    const a = tf.tensor2d([
+      [1.5, -2],
+      [3, 4e-8],
+    ]);
     const b = tf.tensor1d([7, -1, 0], 'int32');
     saveCheckpoint(path, { tensors: { 'model/a': a, 'optimizer/b': b }, meta: { step: 12, nested: { x: [1, 2] } } });
     assert.deepEqual(readdirSync(dir), ['a.ckpt']);
@@ -25,7 +28,10 @@ describe('checkpoint files', () => {
 
   it('rejects missing, foreign and truncated files with user errors', () => {
     const dir = tempDir();
-    assert.throws(() => loadCheckpoint(join(dir, 'none.ckpt')), (e: unknown) => e instanceof UserError && /does not exist/.test(e.message));
+    assert.throws(
+      () => loadCheckpoint(join(dir, 'none.ckpt')),
+      (e: unknown) => e instanceof UserError && /does not exist/.test(e.message),
+    );
     writeFileSync(join(dir, 'x.ckpt'), 'hello world, not a checkpoint');
     assert.throws(() => loadCheckpoint(join(dir, 'x.ckpt')), /not an ssl-zoo checkpoint/);
     const path = join(dir, 'big.ckpt');

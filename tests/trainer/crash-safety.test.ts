@@ -18,9 +18,26 @@ const NAN_METHOD = fileURLToPath(new URL('./nan-method.js', import.meta.url));
 
 /** Synthetic 16x16 images, mlp backbone, batch 32 of 256 images: 8 steps per epoch. Every step logged. */
 const BASE = [
-  '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '256', '--backbone', 'mlp', '--batch-size', '32',
-  '--workers', '0', '--knn-train-samples', '128', '--log-every', '1',
-  '--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16',
+  '--dataset',
+  'synthetic',
+  '--image-size',
+  '16',
+  '--synthetic-size',
+  '256',
+  '--backbone',
+  'mlp',
+  '--batch-size',
+  '32',
+  '--workers',
+  '0',
+  '--knn-train-samples',
+  '128',
+  '--log-every',
+  '1',
+  '--method-arg',
+  'projHiddenDim=32',
+  '--method-arg',
+  'projOutputDim=16',
 ];
 
 interface Run {
@@ -32,7 +49,11 @@ interface Run {
 /** `node [--import nan-method] ssl-train args...` to completion. */
 function ssl(args: string[], options: { nan?: boolean; timeoutMs?: number } = {}): Run {
   const node = options.nan ? ['--import', NAN_METHOD] : [];
-  const r = spawnSync(process.execPath, [...node, CLI, ...args], { encoding: 'utf8', timeout: options.timeoutMs ?? 120_000, env: { ...process.env, FORCE_COLOR: '0' } });
+  const r = spawnSync(process.execPath, [...node, CLI, ...args], {
+    encoding: 'utf8',
+    timeout: options.timeoutMs ?? 120_000,
+    env: { ...process.env, FORCE_COLOR: '0' },
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -116,7 +137,10 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
     }
     assert.ok(killedAt, 'the run was killed mid-epoch after a checkpoint (it ended or timed out first)');
     assert.equal(await exited, 'SIGKILL');
-    assert.ok(trainRows(metrics(crashed)).some((r) => (r.step as number) > killedAt!.step), 'steps after the checkpoint were logged before the kill');
+    assert.ok(
+      trainRows(metrics(crashed)).some((r) => (r.step as number) > killedAt!.step),
+      'steps after the checkpoint were logged before the kill',
+    );
 
     const resumed = ssl([...flags, '--run-dir', crashed, '--resume', 'auto']);
     assert.equal(resumed.status, 0, resumed.stderr);
@@ -129,8 +153,14 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
     // The history: every training step exactly once, the validation of every epoch once,
     // and the values of the uninterrupted run, bit for bit.
     const rows = metrics(crashed);
-    assert.deepEqual(trainRows(rows).map((r) => r.step), Array.from({ length: 24 }, (_, i) => i + 1));
-    assert.deepEqual(valRows(rows).map((r) => r.step), [8, 16, 24]);
+    assert.deepEqual(
+      trainRows(rows).map((r) => r.step),
+      Array.from({ length: 24 }, (_, i) => i + 1),
+    );
+    assert.deepEqual(
+      valRows(rows).map((r) => r.step),
+      [8, 16, 24],
+    );
     assert.deepEqual(rows.map(comparable), metrics(reference).map(comparable));
     // The final parameters, buffers and optimizer state, bit for bit.
     const a = tensors(join(reference, 'checkpoints', 'last.ckpt'));
@@ -166,7 +196,11 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
     });
 
     for (const [what, corrupt, reason] of [
-      ['truncated', (path: string) => truncateSync(path, Math.floor(readFileSync(path).byteLength / 2)), /it is truncated \(tensor '.*' ends past the end of the file\)/],
+      [
+        'truncated',
+        (path: string) => truncateSync(path, Math.floor(readFileSync(path).byteLength / 2)),
+        /it is truncated \(tensor '.*' ends past the end of the file\)/,
+      ],
       [
         'corrupt (one flipped byte)',
         (path: string) => {
@@ -205,8 +239,14 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
     assert.equal(r.status, 0, r.stderr);
     assert.equal(r.stderr, `ssl-train: --resume auto: no checkpoint in ${join(runDir, 'checkpoints')}; starting fresh\n`);
     const rows = metrics(runDir);
-    assert.deepEqual(rows.map((row) => row.step), [1, 2]);
-    assert.ok(rows.every((row) => (row['train/loss'] as number) < 90), 'the earlier attempt\'s rows are gone');
+    assert.deepEqual(
+      rows.map((row) => row.step),
+      [1, 2],
+    );
+    assert.ok(
+      rows.every((row) => (row['train/loss'] as number) < 90),
+      "the earlier attempt's rows are gone",
+    );
     assert.deepEqual(readdirSync(join(runDir, 'checkpoints')), ['last.ckpt'], 'the stray temporary file is removed');
   });
 
@@ -226,7 +266,10 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
       assert.equal(s.step, lastGood);
       const rows = metrics(runDir);
       assert.equal(Math.max(...rows.map((row) => row.step as number)), lastGood, 'nothing logged from the bad step on');
-      assert.ok(rows.every((row) => Object.values(row).every((v) => v !== null)), 'no NaN in the history');
+      assert.ok(
+        rows.every((row) => Object.values(row).every((v) => v !== null)),
+        'no NaN in the history',
+      );
       assert.ok(verifyCheckpoint(join(runDir, 'checkpoints', 'last.ckpt')).ok, 'the last checkpoint is valid and finite');
     }
 
@@ -241,11 +284,16 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
       const r = ssl([...flags, '--run-dir', runDir, '--resume', 'auto'], { nan: true });
       // Step 5 ran (no checkpoint: 5 is odd), step 6 was the NaN: its update was not applied
       // and no checkpoint was written at it, so last.ckpt is still the one of step 4.
-      const stderr = r.stderr.split('\n').filter((l) => !l.startsWith('ssl-train: resuming from')).join('\n');
+      const stderr = r.stderr
+        .split('\n')
+        .filter((l) => !l.startsWith('ssl-train: resuming from'))
+        .join('\n');
       assertStopped(
         { ...r, stderr },
         runDir,
-        new RegExp(`^ssl-train: error: training stopped at step 6 \\(epoch 1\\): train/loss is NaN .*at lr [0-9.e+-]+; the last good checkpoint is ${last} \\(step 4\\)$`),
+        new RegExp(
+          `^ssl-train: error: training stopped at step 6 \\(epoch 1\\): train/loss is NaN .*at lr [0-9.e+-]+; the last good checkpoint is ${last} \\(step 4\\)$`,
+        ),
         5,
       );
       assert.ok(readFileSync(last).equals(good), 'last.ckpt is byte-identical');
@@ -255,7 +303,12 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
     it('a non-finite gradient with a finite loss stops the run too, naming the parameter', () => {
       const runDir = join(tempDir(), 'run');
       const r = ssl([...flags, '--method-arg', 'nanKind=1', '--run-dir', runDir], { nan: true });
-      assertStopped(r, runDir, /^ssl-train: error: training stopped at step 6 \(epoch 1\): the gradient of classifier\.weight is not finite at lr .*; the last good checkpoint is .*last\.ckpt \(step 4\)$/, 5);
+      assertStopped(
+        r,
+        runDir,
+        /^ssl-train: error: training stopped at step 6 \(epoch 1\): the gradient of classifier\.weight is not finite at lr .*; the last good checkpoint is .*last\.ckpt \(step 4\)$/,
+        5,
+      );
       assert.equal(progressOf(join(runDir, 'checkpoints', 'last.ckpt'))?.step, 4);
     });
 
@@ -263,11 +316,17 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
       const runDir = join(tempDir(), 'run');
       const r = ssl([...BASE, '--optimizer', 'sgd', '--lr', '1e30', '--warmup-epochs', '0', '--epochs', '2', '--val-every', '0', '--run-dir', runDir]);
       assert.equal(r.status, 1, r.stderr);
-      assert.match(r.stderr.trim(), /^ssl-train: error: training stopped at step \d+ \(epoch 1\): (train\/\w+ is (NaN|Inf|-Inf)|.* became non-finite after the update)/);
+      assert.match(
+        r.stderr.trim(),
+        /^ssl-train: error: training stopped at step \d+ \(epoch 1\): (train\/\w+ is (NaN|Inf|-Inf)|.* became non-finite after the update)/,
+      );
       const s = summary(runDir);
       assert.equal(s.status, 'failed');
       assert.match(String(s.reason), /^training stopped at step/);
-      assert.ok(metrics(runDir).every((row) => Object.values(row).every((v) => v !== null)), 'no NaN in the history');
+      assert.ok(
+        metrics(runDir).every((row) => Object.values(row).every((v) => v !== null)),
+        'no NaN in the history',
+      );
       assert.ok(!existsSync(join(runDir, 'checkpoints', 'last.ckpt')) || verifyCheckpoint(join(runDir, 'checkpoints', 'last.ckpt')).ok);
     });
 
@@ -284,8 +343,16 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
       const r = ssl([...ddp, '--resume', 'auto'], { nan: true, timeoutMs: 90_000 });
       // Rank 0 computed no NaN: it stopped at step 10 because the ranks agree through the
       // metrics all-reduce (a rank that went on would wait for rank 1 until --timeout).
-      const stderr = r.stderr.split('\n').filter((l) => !l.startsWith('ssl-train: resuming from')).join('\n');
-      assertStopped({ ...r, stderr }, runDir, new RegExp(`^ssl-train: error: training stopped at step 10 \\(epoch 2\\): train/loss is NaN .*; the last good checkpoint is ${last} \\(step 8\\)$`), 9);
+      const stderr = r.stderr
+        .split('\n')
+        .filter((l) => !l.startsWith('ssl-train: resuming from'))
+        .join('\n');
+      assertStopped(
+        { ...r, stderr },
+        runDir,
+        new RegExp(`^ssl-train: error: training stopped at step 10 \\(epoch 2\\): train/loss is NaN .*; the last good checkpoint is ${last} \\(step 8\\)$`),
+        9,
+      );
       assert.ok(Date.now() - started < 50_000, `took ${Date.now() - started} ms`);
       assert.ok(readFileSync(last).equals(good), 'last.ckpt is byte-identical');
     });
@@ -295,7 +362,15 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
       const store = tempDir('ssl-zoo-store-');
       const args = ['--import', NAN_METHOD, CLI, ...flags, '--method-arg', 'nanRank=1', '--timeout', '60', '--run-dir', runDir];
       const ranks = [0, 1].map((rank) => {
-        const env = { ...process.env, RANK: String(rank), WORLD_SIZE: '2', LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: '2', SSL_ZOO_RENDEZVOUS: `file://${store}`, SSL_ZOO_NUM_THREADS: '1' };
+        const env = {
+          ...process.env,
+          RANK: String(rank),
+          WORLD_SIZE: '2',
+          LOCAL_RANK: String(rank),
+          LOCAL_WORLD_SIZE: '2',
+          SSL_ZOO_RENDEZVOUS: `file://${store}`,
+          SSL_ZOO_NUM_THREADS: '1',
+        };
         const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
         let stderr = '';
         child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));

@@ -82,15 +82,25 @@ describe('non-finite values stop training', () => {
       const runDir = tempDir();
       const module = quadratic(poison, 3);
       const finals: Array<{ status: string; reason?: string }> = [];
-      const spy: Logger = { logHyperparams: () => undefined, logMetrics: () => undefined, finalize: (status, _summary, reason) => void finals.push({ status, reason }) };
+      const spy: Logger = {
+        logHyperparams: () => undefined,
+        logMetrics: () => undefined,
+        finalize: (status, _summary, reason) => void finals.push({ status, reason }),
+      };
       const error = await trainer(runDir, [new RunDirLogger(runDir), spy])
         .fit(module, data)
-        .then(() => undefined, (e: unknown) => e);
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
       assert.ok(error instanceof NonFiniteError, `a NonFiniteError, got ${String(error)}`);
       assert.equal(error.step, 3);
       const what = poison === 'loss' ? 'train/loss is NaN' : 'the gradient of w is not finite';
       assert.equal(error.what, what);
-      assert.equal(error.message, `training stopped at step 3 (epoch 1): ${what} at lr 0.1; the last good checkpoint is ${join(runDir, 'checkpoints', 'last.ckpt')} (step 2)`);
+      assert.equal(
+        error.message,
+        `training stopped at step 3 (epoch 1): ${what} at lr 0.1; the last good checkpoint is ${join(runDir, 'checkpoints', 'last.ckpt')} (step 2)`,
+      );
       assert.deepEqual(module.model.w.dataSync(), expected, 'the parameters of step 2');
       assert.deepEqual(finals, [{ status: 'failed', reason: error.message }]);
       const summary = JSON.parse(readFileSync(join(runDir, 'summary.json'), 'utf8')) as Record<string, unknown>;
@@ -106,16 +116,24 @@ describe('non-finite values stop training', () => {
     // lr 1e38: the loss of step 1 is finite, the update sends w to ±Inf.
     const error = await trainer(runDir, [new RunDirLogger(runDir)])
       .fit(quadratic(undefined, 0, 1e38), data)
-      .then(() => undefined, (e: unknown) => e);
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(error instanceof NonFiniteError, String(error));
-    assert.equal(error.message, 'training stopped at step 1 (epoch 1): model/w became non-finite after the update at lr 1.00e+38; no checkpoint was written before it');
+    assert.equal(
+      error.message,
+      'training stopped at step 1 (epoch 1): model/w became non-finite after the update at lr 1.00e+38; no checkpoint was written before it',
+    );
     assert.ok(!existsSync(join(runDir, 'checkpoints', 'last.ckpt')));
   });
 
   it('nothing leaks when it stops a run', async () => {
     const before = tf.memory().numTensors;
     const module = quadratic('loss', 5);
-    await trainer(tempDir(), []).fit(module, data).catch(() => undefined);
+    await trainer(tempDir(), [])
+      .fit(module, data)
+      .catch(() => undefined);
     module.model.dispose();
     assert.equal(tf.memory().numTensors, before);
   });
@@ -151,10 +169,18 @@ describe('resuming cuts the history back to the checkpoint', () => {
       assert.ok(id);
       const assertSent = (steps: number[]) => {
         const lines = metricsLines(first.runDir);
-        assert.deepEqual(lines.map((l) => l.step), steps.flatMap((s) => (s % 8 === 0 ? [s, s] : [s])), 'metrics.jsonl: each step once (epoch ends: training and validation)');
+        assert.deepEqual(
+          lines.map((l) => l.step),
+          steps.flatMap((s) => (s % 8 === 0 ? [s, s] : [s])),
+          'metrics.jsonl: each step once (epoch ends: training and validation)',
+        );
         const rows = localHistory(first.runDir);
         const sent = server.run(id).history;
-        assert.deepEqual(sent.map((l) => l._step), steps, 'W&B history');
+        assert.deepEqual(
+          sent.map((l) => l._step),
+          steps,
+          'W&B history',
+        );
         rows.forEach((row, i) => {
           for (const [key, value] of Object.entries(row.values)) assert.equal(sent[i][key], value, `step ${row.step}: ${key}`);
         });
@@ -183,7 +209,10 @@ describe('--checkpoint-every-steps', () => {
       const { status, stderr } = runCli([...SMOKE_FLAGS, '--run-dir', runDir, '--max-steps', '1', '--checkpoint-every-steps', bad], 30_000);
       assert.equal(status, 2, stderr);
       const shown = JSON.stringify(Number.isNaN(Number(bad)) ? bad : Number(bad));
-      assert.match(stderr.trim(), new RegExp(`^ssl-train: error: --checkpoint-every-steps: ${shown.replace('.', '\\.')} is not allowed; expected an integer( >= 0)?$`));
+      assert.match(
+        stderr.trim(),
+        new RegExp(`^ssl-train: error: --checkpoint-every-steps: ${shown.replace('.', '\\.')} is not allowed; expected an integer( >= 0)?$`),
+      );
     });
   }
 });

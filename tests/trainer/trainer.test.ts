@@ -65,11 +65,17 @@ describe('trainer', function () {
   it('does not grow the number of live tensors over training steps', async () => {
     const counts: number[] = [];
     const probe: Callback = { onTrainBatchEnd: () => void counts.push(tf.memory().numTensors) };
-    await runTraining(buildConfig({ ...SMALL, method: 'byol', epochs: 2, runDir: tempDir(), methodArgs: { projHiddenDim: 32, projOutputDim: 16, predHiddenDim: 32 } }), {
-      callbacks: [probe],
-    });
+    await runTraining(
+      buildConfig({ ...SMALL, method: 'byol', epochs: 2, runDir: tempDir(), methodArgs: { projHiddenDim: 32, projOutputDim: 16, predHiddenDim: 32 } }),
+      {
+        callbacks: [probe],
+      },
+    );
     assert.equal(counts.length, 8);
     // The first step creates the optimizer's momentum buffers; from then on nothing may accumulate.
-    assert.ok(counts.slice(1).every((c) => c === counts[1]), `live tensors per step: ${counts.join(', ')}`);
+    assert.ok(
+      counts.slice(1).every((c) => c === counts[1]),
+      `live tensors per step: ${counts.join(', ')}`,
+    );
   });
 });

@@ -6,13 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UserError } from '../../src/core/errors.js';
-import {
-  CASE_LOSS_NAMES,
-  checkLossCase,
-  LOSS_CASE_FORMAT,
-  loadLossCase,
-  parseLossCase,
-} from '../../src/verify/index.js';
+import { CASE_LOSS_NAMES, checkLossCase, LOSS_CASE_FORMAT, loadLossCase, parseLossCase } from '../../src/verify/index.js';
 import { EXAMPLE_CASE, useCpuEngine } from '../losses/helpers.js';
 
 type Obj = Record<string, unknown>;
@@ -84,7 +78,10 @@ describe('losses/case: loading ssl-loss-oracle/1 files', () => {
     try {
       const bad = join(dir, 'bad.json');
       writeFileSync(bad, '{"format": ');
-      assert.throws(() => loadLossCase(bad), (e: unknown) => e instanceof UserError && /bad\.json: not valid JSON/.test(e.message));
+      assert.throws(
+        () => loadLossCase(bad),
+        (e: unknown) => e instanceof UserError && /bad\.json: not valid JSON/.test(e.message),
+      );
       assert.throws(
         () => loadLossCase(join(dir, 'missing.json')),
         (e: unknown) => e instanceof UserError && /missing\.json: cannot read the file \(ENOENT\)/.test(e.message),

@@ -58,7 +58,11 @@ describe('verify: round-off measurement', () => {
     const reference = { big: Float32Array.of(103, 46), small: Float32Array.of(0, 0) }; // moved by 5
     assert.deepEqual(stateDifference({ big: Float32Array.of(103, 46), small: Float32Array.of(0.5, 0) }, reference, start), { value: 0.1, tensor: 'small' });
     assert.equal(stateDifference(reference, reference, start).value, 0);
-    assert.equal(stateDifference({ big: Float32Array.of(100, 50), small: Float32Array.of(3e-7, 0) }, start, start).value, Math.fround(3e-7), 'absolute when nothing moved');
+    assert.equal(
+      stateDifference({ big: Float32Array.of(100, 50), small: Float32Array.of(3e-7, 0) }, start, start).value,
+      Math.fround(3e-7),
+      'absolute when nothing moved',
+    );
     assert.equal(stateDifference({ big: Float32Array.of(103, 46) }, reference, start).value, Infinity);
   });
 

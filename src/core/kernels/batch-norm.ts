@@ -21,11 +21,30 @@ export const BATCH_NORM_TRAIN = 'SslZooBatchNormTrain';
 export const BATCH_NORM_TRAIN_GRAD = 'SslZooBatchNormTrainGrad';
 
 interface BnAddon {
-  bnTrain(x: Float32Array, y: Float32Array, channels: number, scale: Float32Array | null, offset: Float32Array | null,
-    eps: number, mean: Float32Array, variance: Float32Array): void;
-  bnTrainGrad(dy: Float32Array, x: Float32Array, channels: number, scale: Float32Array | null, mean: Float32Array,
-    variance: Float32Array, dmean: Float32Array | null, dvariance: Float32Array | null, eps: number,
-    dx: Float32Array, dscale: Float32Array, doffset: Float32Array): void;
+  bnTrain(
+    x: Float32Array,
+    y: Float32Array,
+    channels: number,
+    scale: Float32Array | null,
+    offset: Float32Array | null,
+    eps: number,
+    mean: Float32Array,
+    variance: Float32Array,
+  ): void;
+  bnTrainGrad(
+    dy: Float32Array,
+    x: Float32Array,
+    channels: number,
+    scale: Float32Array | null,
+    mean: Float32Array,
+    variance: Float32Array,
+    dmean: Float32Array | null,
+    dvariance: Float32Array | null,
+    eps: number,
+    dx: Float32Array,
+    dscale: Float32Array,
+    doffset: Float32Array,
+  ): void;
 }
 
 function values(args: KernelArgs, name: string): Float32Array | null {
@@ -77,8 +96,20 @@ const backward: NativeKernel = {
     const dx = outputArray(x.length);
     const dscale = new Float32Array(channels);
     const doffset = new Float32Array(channels);
-    (addon as unknown as BnAddon).bnTrainGrad(dy, x, channels, values(args, 'scale'), values(args, 'mean') as Float32Array,
-      values(args, 'variance') as Float32Array, values(args, 'dmean'), values(args, 'dvariance'), epsilon(args), dx, dscale, doffset);
+    (addon as unknown as BnAddon).bnTrainGrad(
+      dy,
+      x,
+      channels,
+      values(args, 'scale'),
+      values(args, 'mean') as Float32Array,
+      values(args, 'variance') as Float32Array,
+      values(args, 'dmean'),
+      values(args, 'dvariance'),
+      epsilon(args),
+      dx,
+      dscale,
+      doffset,
+    );
     const { backend } = args;
     return [
       backend.makeTensorInfo(args.inputs.x!.shape.slice(), 'float32', dx),
@@ -116,10 +147,10 @@ export function registerBatchNormGradient(): void {
       const [dy, dmean, dvariance] = dys as Tensor[];
       const [x, scale, mean, variance] = saved;
       const eps = typeof attrs?.varianceEpsilon === 'number' ? attrs.varianceEpsilon : 1e-5;
-      const grads = tf.getKernel(BATCH_NORM_TRAIN_GRAD, tf.getBackend()) != null
-        ? (tf.engine().runKernel(BATCH_NORM_TRAIN_GRAD, { dy, x, scale, mean, variance, dmean, dvariance },
-          { varianceEpsilon: eps }) as Tensor[])
-        : compositeGrad(dy, x, scale, mean, variance, dmean, dvariance, eps);
+      const grads =
+        tf.getKernel(BATCH_NORM_TRAIN_GRAD, tf.getBackend()) != null
+          ? (tf.engine().runKernel(BATCH_NORM_TRAIN_GRAD, { dy, x, scale, mean, variance, dmean, dvariance }, { varianceEpsilon: eps }) as Tensor[])
+          : compositeGrad(dy, x, scale, mean, variance, dmean, dvariance, eps);
       return { x: () => grads[0], scale: () => grads[1], offset: () => grads[2] };
     },
   });
@@ -151,13 +182,17 @@ export function batchNormTraining(x: Tensor, scale: Tensor | undefined, offset: 
   const channels = x.shape[x.rank - 1];
   const scaleT = scale ?? tf.ones([channels]);
   const offsetT = offset ?? tf.zeros([channels]);
-  const fused = x.dtype === 'float32' && tf.getBackend() === 'cpu' && tf.getKernel(BATCH_NORM_TRAIN, 'cpu') != null &&
-    scaleT.size === channels && offsetT.size === channels;
+  const fused =
+    x.dtype === 'float32' &&
+    tf.getBackend() === 'cpu' &&
+    tf.getKernel(BATCH_NORM_TRAIN, 'cpu') != null &&
+    scaleT.size === channels &&
+    offsetT.size === channels;
   if (fused) {
     // The kernel is only registered by installNativeKernels, which registers its gradient too.
-    const [y, mean, variance] = tf.engine().runKernel(BATCH_NORM_TRAIN,
-      { x, scale: tf.reshape(scaleT, [channels]), offset: tf.reshape(offsetT, [channels]) },
-      { varianceEpsilon: eps }) as Tensor[];
+    const [y, mean, variance] = tf
+      .engine()
+      .runKernel(BATCH_NORM_TRAIN, { x, scale: tf.reshape(scaleT, [channels]), offset: tf.reshape(offsetT, [channels]) }, { varianceEpsilon: eps }) as Tensor[];
     return { y, mean, variance };
   }
   const axes = x.shape.slice(0, -1).map((_, i) => i);

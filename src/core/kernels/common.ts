@@ -13,13 +13,22 @@ export interface DnnlAddon {
   readonly cpuIsa: string;
   /** c = act(op(a) x op(b) + bias); batch dims equal or one of them 1. */
   matmul(
-    a: Float32Array, b: Float32Array, bias: Float32Array | null, out: Float32Array,
-    batchA: number, batchB: number, m: number, n: number, k: number,
-    transposeA: boolean, transposeB: boolean, activation: number, alpha: number,
+    a: Float32Array,
+    b: Float32Array,
+    bias: Float32Array | null,
+    out: Float32Array,
+    batchA: number,
+    batchB: number,
+    m: number,
+    n: number,
+    k: number,
+    transposeA: boolean,
+    transposeB: boolean,
+    activation: number,
+    alpha: number,
   ): boolean;
   /** params: Int32Array [N,H,W,C, OH,OW,OC, KH,KW, sh,sw, dh,dw, pt,pl,pb,pr]. */
-  conv2d(x: Float32Array, filter: Float32Array, bias: Float32Array | null, out: Float32Array,
-    params: Int32Array, activation: number, alpha: number): boolean;
+  conv2d(x: Float32Array, filter: Float32Array, bias: Float32Array | null, out: Float32Array, params: Int32Array, activation: number, alpha: number): boolean;
   conv2dBackpropInput(dy: Float32Array, filter: Float32Array, out: Float32Array, params: Int32Array): boolean;
   conv2dBackpropFilter(x: Float32Array, dy: Float32Array, out: Float32Array, params: Int32Array): boolean;
   setNumThreads(n: number): void;
@@ -73,13 +82,20 @@ export function sizeOf(shape: readonly number[]): number {
 /** Activation codes of the addon (see native/dnnl/src/ops.h); undefined for unsupported ones. */
 export function activationCode(activation: unknown): number | undefined {
   switch (activation ?? 'linear') {
-    case 'linear': return 0;
-    case 'relu': return 1;
-    case 'relu6': return 2;
-    case 'leakyrelu': return 3;
-    case 'elu': return 4;
-    case 'sigmoid': return 5;
-    default: return undefined;
+    case 'linear':
+      return 0;
+    case 'relu':
+      return 1;
+    case 'relu6':
+      return 2;
+    case 'leakyrelu':
+      return 3;
+    case 'elu':
+      return 4;
+    case 'sigmoid':
+      return 5;
+    default:
+      return undefined;
   }
 }
 

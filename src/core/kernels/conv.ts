@@ -4,9 +4,7 @@
  * NCHW data and dilated gradients are left to the JS kernels.
  */
 import { tf } from '../tf.js';
-import {
-  allPositiveInts, f32, fusedEpilogue, NO_EPILOGUE, outputArray, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel,
-} from './common.js';
+import { allPositiveInts, f32, fusedEpilogue, NO_EPILOGUE, outputArray, sizeOf, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
 
 type Conv2DInfo = tf.backend_util.Conv2DInfo;
 
@@ -20,8 +18,21 @@ export function convParams(info: Conv2DInfo): Int32Array | null {
   if (info.dataFormat !== 'channelsLast') return null;
   const { batchSize, inHeight, inWidth, inChannels, outHeight, outWidth, outChannels } = info;
   const { filterHeight, filterWidth, strideHeight, strideWidth, dilationHeight, dilationWidth } = info;
-  const dims = [batchSize, inHeight, inWidth, inChannels, outHeight, outWidth, outChannels,
-    filterHeight, filterWidth, strideHeight, strideWidth, dilationHeight, dilationWidth];
+  const dims = [
+    batchSize,
+    inHeight,
+    inWidth,
+    inChannels,
+    outHeight,
+    outWidth,
+    outChannels,
+    filterHeight,
+    filterWidth,
+    strideHeight,
+    strideWidth,
+    dilationHeight,
+    dilationWidth,
+  ];
   if (!allPositiveInts(dims)) return null;
   const pt = info.padInfo.top;
   const pl = info.padInfo.left;
@@ -42,9 +53,7 @@ function dataFormat(attrs: Record<string, unknown>): 'channelsLast' | null {
   return fmt === 'NHWC' || fmt === 'channelsLast' ? 'channelsLast' : null;
 }
 
-function convInfo(
-  xShape: number[], filterShape: number[], attrs: Record<string, unknown>, dilations: unknown,
-): Conv2DInfo | null {
+function convInfo(xShape: number[], filterShape: number[], attrs: Record<string, unknown>, dilations: unknown): Conv2DInfo | null {
   if (xShape.length !== 4 || filterShape.length !== 4 || dataFormat(attrs) == null) return null;
   try {
     return tf.backend_util.computeConv2DInfo(

@@ -18,8 +18,16 @@ interface CpuOpsAddon {
   reduce(op: number, x: Float32Array, out: Float32Array, outer: number, reduced: number, inner: number, scale: number): void;
   tile(x: Float32Array, out: Float32Array, xShape: Int32Array, reps: Int32Array): void;
   transpose(x: Float32Array, out: Float32Array, xShape: Int32Array, perm: Int32Array): void;
-  batchNorm(x: Float32Array, out: Float32Array, channels: number, mean: Float32Array, variance: Float32Array,
-    scale: Float32Array | null, offset: Float32Array | null, eps: number): void;
+  batchNorm(
+    x: Float32Array,
+    out: Float32Array,
+    channels: number,
+    mean: Float32Array,
+    variance: Float32Array,
+    scale: Float32Array | null,
+    offset: Float32Array | null,
+    eps: number,
+  ): void;
   maxPool(x: Float32Array, out: Float32Array, params: Int32Array): void;
   avgPool(x: Float32Array, out: Float32Array, params: Int32Array): void;
   maxPoolGrad(dy: Float32Array, x: Float32Array, out: Float32Array, params: Int32Array): void;
@@ -40,7 +48,13 @@ function output(backend: CpuBackend, shape: number[], values: Float32Array): Ten
 // ------------------------------------------------------------------------------- binary
 
 const BINARY_OPS: Record<string, number> = {
-  Add: 0, Sub: 1, Multiply: 2, RealDiv: 3, SquaredDifference: 4, Maximum: 5, Minimum: 6,
+  Add: 0,
+  Sub: 1,
+  Multiply: 2,
+  RealDiv: 3,
+  SquaredDifference: 4,
+  Maximum: 5,
+  Minimum: 6,
 };
 
 /** Element strides of `shape` aligned to the right of an output of rank `rank`, 0 where broadcast. */
@@ -75,8 +89,7 @@ function binaryKernel(kernelName: string): NativeKernel {
       if (size === 0 || size > MAX_ELEMENTS) return null;
       const out = outputArray(size);
       const shape = outShape.length === 0 ? [1] : outShape;
-      ops(addon).binary(op, aVals, bVals, out, Int32Array.from(shape),
-        broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape));
+      ops(addon).binary(op, aVals, bVals, out, Int32Array.from(shape), broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape));
       return output(backend, outShape, out);
     },
   };
@@ -85,8 +98,19 @@ function binaryKernel(kernelName: string): NativeKernel {
 // -------------------------------------------------------------------------------- unary
 
 const UNARY_OPS: Record<string, number> = {
-  Relu: 0, Relu6: 1, Step: 2, Square: 3, Neg: 4, Sqrt: 5, Rsqrt: 6, Exp: 7, Log: 8, Abs: 9,
-  Sigmoid: 10, Tanh: 11, Reciprocal: 12,
+  Relu: 0,
+  Relu6: 1,
+  Step: 2,
+  Square: 3,
+  Neg: 4,
+  Sqrt: 5,
+  Rsqrt: 6,
+  Exp: 7,
+  Log: 8,
+  Abs: 9,
+  Sigmoid: 10,
+  Tanh: 11,
+  Reciprocal: 12,
 };
 
 function unaryKernel(kernelName: string): NativeKernel {
@@ -208,7 +232,11 @@ const transposeKernel: NativeKernel = {
     if (size === 0 || size > MAX_ELEMENTS) return null;
     const out = outputArray(size);
     ops(addon).transpose(xVals, out, Int32Array.from(x.shape), Int32Array.from(perm));
-    return output(backend, perm.map((p) => x.shape[p]), out);
+    return output(
+      backend,
+      perm.map((p) => x.shape[p]),
+      out,
+    );
   },
 };
 
@@ -258,8 +286,20 @@ function poolInfo(xShape: number[], attrs: Record<string, unknown>): tf.backend_
 
 /** [N,H,W,C, OH,OW, KH,KW, sh,sw, pt,pl], or null when not a plain NHWC pooling. */
 function poolParams(info: tf.backend_util.Conv2DInfo): Int32Array | null {
-  const q = [info.batchSize, info.inHeight, info.inWidth, info.inChannels, info.outHeight, info.outWidth,
-    info.filterHeight, info.filterWidth, info.strideHeight, info.strideWidth, info.padInfo.top, info.padInfo.left];
+  const q = [
+    info.batchSize,
+    info.inHeight,
+    info.inWidth,
+    info.inChannels,
+    info.outHeight,
+    info.outWidth,
+    info.filterHeight,
+    info.filterWidth,
+    info.strideHeight,
+    info.strideWidth,
+    info.padInfo.top,
+    info.padInfo.left,
+  ];
   if (!q.every((v) => Number.isInteger(v)) || !q.slice(0, 10).every((v) => v > 0) || q[10] < 0 || q[11] < 0) return null;
   if (info.dilationHeight !== 1 || info.dilationWidth !== 1) return null;
   if (sizeOf(info.inShape) > MAX_ELEMENTS || sizeOf(info.outShape) > MAX_ELEMENTS) return null;

@@ -22,11 +22,31 @@ export const GROUP_NORM = 'SslZooGroupNorm';
 export const GROUP_NORM_GRAD = 'SslZooGroupNormGrad';
 
 interface GnAddon {
-  gnTrain(x: Float32Array, y: Float32Array, batch: number, channels: number, groups: number,
-    scale: Float32Array | null, offset: Float32Array | null, eps: number, mean: Float32Array, rstd: Float32Array): void;
-  gnTrainGrad(dy: Float32Array, x: Float32Array, batch: number, channels: number, groups: number,
-    scale: Float32Array | null, mean: Float32Array, rstd: Float32Array,
-    dx: Float32Array, dscale: Float32Array, doffset: Float32Array): void;
+  gnTrain(
+    x: Float32Array,
+    y: Float32Array,
+    batch: number,
+    channels: number,
+    groups: number,
+    scale: Float32Array | null,
+    offset: Float32Array | null,
+    eps: number,
+    mean: Float32Array,
+    rstd: Float32Array,
+  ): void;
+  gnTrainGrad(
+    dy: Float32Array,
+    x: Float32Array,
+    batch: number,
+    channels: number,
+    groups: number,
+    scale: Float32Array | null,
+    mean: Float32Array,
+    rstd: Float32Array,
+    dx: Float32Array,
+    dscale: Float32Array,
+    doffset: Float32Array,
+  ): void;
 }
 
 interface GroupAttrs {
@@ -82,8 +102,19 @@ const backward: NativeKernel = {
     const dx = outputArray(x.length);
     const dscale = new Float32Array(channels);
     const doffset = new Float32Array(channels);
-    (addon as unknown as GnAddon).gnTrainGrad(input(args, 'dy'), x, batch, channels, groups, input(args, 'scale'),
-      input(args, 'mean'), input(args, 'rstd'), dx, dscale, doffset);
+    (addon as unknown as GnAddon).gnTrainGrad(
+      input(args, 'dy'),
+      x,
+      batch,
+      channels,
+      groups,
+      input(args, 'scale'),
+      input(args, 'mean'),
+      input(args, 'rstd'),
+      dx,
+      dscale,
+      doffset,
+    );
     const { backend } = args;
     return [
       backend.makeTensorInfo(args.inputs.x!.shape.slice(), 'float32', dx),
@@ -124,9 +155,10 @@ export function registerGroupNormGradient(): void {
       const dy = (dys as Tensor[])[0]!;
       const [x, scale, mean, rstd] = saved;
       const groups = attrs.groups as number;
-      const grads = tf.getKernel(GROUP_NORM_GRAD, tf.getBackend()) != null
-        ? (tf.engine().runKernel(GROUP_NORM_GRAD, { dy, x, scale, mean, rstd }, { groups, varianceEpsilon: attrs.varianceEpsilon }) as Tensor[])
-        : compositeGrad(dy, x, scale, mean, rstd, groups);
+      const grads =
+        tf.getKernel(GROUP_NORM_GRAD, tf.getBackend()) != null
+          ? (tf.engine().runKernel(GROUP_NORM_GRAD, { dy, x, scale, mean, rstd }, { groups, varianceEpsilon: attrs.varianceEpsilon }) as Tensor[])
+          : compositeGrad(dy, x, scale, mean, rstd, groups);
       return { x: () => grads[0], scale: () => grads[1], offset: () => grads[2] };
     },
   });
@@ -152,9 +184,13 @@ export function groupNorm(x: Tensor, groups: number, scale: Tensor | undefined, 
   return tf.tidy(() => {
     if (fused) {
       // The kernel is only registered by installNativeKernels, which registers its gradient too.
-      const [y] = tf.engine().runKernel(GROUP_NORM,
-        { x, scale: scale ?? tf.ones([channels]), offset: offset ?? tf.zeros([channels]) },
-        { groups, varianceEpsilon: eps }) as Tensor[];
+      const [y] = tf
+        .engine()
+        .runKernel(
+          GROUP_NORM,
+          { x, scale: scale ?? tf.ones([channels]), offset: offset ?? tf.zeros([channels]) },
+          { groups, varianceEpsilon: eps },
+        ) as Tensor[];
       return y; // tidy disposes mean and rstd; the gradient tape keeps its own copies
     }
     const grouped = tf.reshape(x, [x.shape[0], -1, groups, channels / groups]);

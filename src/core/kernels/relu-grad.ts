@@ -49,8 +49,7 @@ export function overrideReluGradient(): void {
     gradFunc: (dy, saved) => {
       const [x] = saved;
       const g = dy as Tensor;
-      const fused = g.dtype === 'float32' && x.dtype === 'float32' && tf.getKernel(RELU_GRAD, tf.getBackend()) != null &&
-        g.size === x.size;
+      const fused = g.dtype === 'float32' && x.dtype === 'float32' && tf.getKernel(RELU_GRAD, tf.getBackend()) != null && g.size === x.size;
       return {
         x: () => (fused ? (tf.engine().runKernel(RELU_GRAD, { dy: g, x }) as Tensor) : tf.mul(g, tf.cast(tf.step(x), 'float32'))),
       };

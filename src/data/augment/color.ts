@@ -85,12 +85,36 @@ export function adjustHue(img: Float32Array, c: number, shift: number): void {
     const t = clamp01(v * (1 - s * (1 - f)));
     let R: number, G: number, B: number;
     switch (sector) {
-      case 0: R = v; G = t; B = p; break;
-      case 1: R = q; G = v; B = p; break;
-      case 2: R = p; G = v; B = t; break;
-      case 3: R = p; G = q; B = v; break;
-      case 4: R = t; G = p; B = v; break;
-      default: R = v; G = p; B = q; break;
+      case 0:
+        R = v;
+        G = t;
+        B = p;
+        break;
+      case 1:
+        R = q;
+        G = v;
+        B = p;
+        break;
+      case 2:
+        R = p;
+        G = v;
+        B = t;
+        break;
+      case 3:
+        R = p;
+        G = q;
+        B = v;
+        break;
+      case 4:
+        R = t;
+        G = p;
+        B = v;
+        break;
+      default:
+        R = v;
+        G = p;
+        B = q;
+        break;
     }
     img[i] = R;
     img[i + 1] = G;
@@ -117,14 +141,7 @@ export function solarize(img: Float32Array, threshold = 0.5): void {
   for (let i = 0; i < img.length; i++) if (img[i] >= threshold) img[i] = 1 - img[i];
 }
 /** Writes (img - mean) / std per channel into `out` at `outOffset`. */
-export function normalizeInto(
-  img: Float32Array,
-  c: number,
-  mean: readonly number[],
-  std: readonly number[],
-  out: Float32Array,
-  outOffset: number,
-): void {
+export function normalizeInto(img: Float32Array, c: number, mean: readonly number[], std: readonly number[], out: Float32Array, outOffset: number): void {
   const m = new Float64Array(c);
   const inv = new Float64Array(c);
   for (let ch = 0; ch < c; ch++) {

@@ -7,14 +7,7 @@
  *   image into a keyed random training view or the deterministic eval view;
  * - `recipes.ts`: solo-learn's per-method view recipes and the eval transform.
  */
-export {
-  adjustBrightness,
-  adjustContrast,
-  adjustHue,
-  adjustSaturation,
-  solarize,
-  toGrayscale,
-} from './color.js';
+export { adjustBrightness, adjustContrast, adjustHue, adjustSaturation, solarize, toGrayscale } from './color.js';
 export { gaussianBlur, hflip, randomResizedCropBox, resizeBilinear, type CropBox } from './spatial.js';
 export {
   augmentBatch,

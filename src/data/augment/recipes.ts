@@ -61,7 +61,9 @@ export function byolViews(dataset: ImageDataset, cropSize?: number, options: Pre
  * `large` tells whether the crop is big enough for the ImageNet blur.
  */
 function recipeView(
-  dataset: ImageDataset, cropSize: number | undefined, stats: ChannelStats | undefined,
+  dataset: ImageDataset,
+  cropSize: number | undefined,
+  stats: ChannelStats | undefined,
   [brightness, contrast, saturation, hue]: [number, number, number, number],
 ): { view: ViewAugmentation; large: boolean } {
   const { S, mean, std, minScale, large } = presetBase(dataset, cropSize, stats);

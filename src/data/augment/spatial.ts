@@ -28,13 +28,7 @@ export function roundHalfEven(x: number): number {
  * torchvision's `RandomResizedCrop.get_params`: up to 10 tries of an area fraction in
  * `scale` and a log-uniform aspect ratio in `ratio`, else a central crop.
  */
-export function randomResizedCropBox(
-  height: number,
-  width: number,
-  scale: readonly [number, number],
-  ratio: readonly [number, number],
-  rng: Rng,
-): CropBox {
+export function randomResizedCropBox(height: number, width: number, scale: readonly [number, number], ratio: readonly [number, number], rng: Rng): CropBox {
   const area = height * width;
   const logLo = Math.log(ratio[0]);
   const logHi = Math.log(ratio[1]);

@@ -23,15 +23,7 @@
  */
 import { UserError } from '../../core/errors.js';
 import { Rng } from '../../core/random.js';
-import {
-  adjustBrightness,
-  adjustContrast,
-  adjustHue,
-  adjustSaturation,
-  normalizeInto,
-  solarize,
-  toGrayscale,
-} from './color.js';
+import { adjustBrightness, adjustContrast, adjustHue, adjustSaturation, normalizeInto, solarize, toGrayscale } from './color.js';
 import { gaussianBlur, hflip, randomResizedCropBox, resizeBilinear, roundHalfEven } from './spatial.js';
 
 /** The random transformation that produces one view of an image. */
@@ -97,17 +89,13 @@ function checkProb(field: string, p: number): void {
 
 function checkRange(field: string, r: unknown, lo: number, hi: number): void {
   if (!Array.isArray(r) || r.length !== 2 || !(r[0] >= lo && r[0] <= r[1] && r[1] <= hi) || !(r[0] > 0 || lo < 0)) {
-    throw new UserError(
-      `${field}: ${JSON.stringify(r)} is not allowed; expected [min, max] with ${lo} < min <= max <= ${hi}`,
-    );
+    throw new UserError(`${field}: ${JSON.stringify(r)} is not allowed; expected [min, max] with ${lo} < min <= max <= ${hi}`);
   }
 }
 
 function checkStats(field: string, v: unknown, channels: number, positive: boolean): void {
   const ok =
-    Array.isArray(v) &&
-    (v.length === channels || v.length === 1) &&
-    v.every((x) => typeof x === 'number' && Number.isFinite(x) && (!positive || x > 0));
+    Array.isArray(v) && (v.length === channels || v.length === 1) && v.every((x) => typeof x === 'number' && Number.isFinite(x) && (!positive || x > 0));
   if (!ok) {
     throw new UserError(
       `${field}: ${JSON.stringify(v)} is not allowed; expected ${channels === 1 ? '1' : `1 or ${channels}`} ` +
@@ -148,9 +136,7 @@ export function validateEvalTransform(t: EvalTransform, channels: number, field 
     throw new UserError(`${field}.cropSize: ${t.cropSize} is not allowed; expected a positive integer`);
   }
   if (t.resizeSize !== undefined && !(Number.isInteger(t.resizeSize) && t.resizeSize >= t.cropSize)) {
-    throw new UserError(
-      `${field}.resizeSize: ${t.resizeSize} is not allowed; expected an integer >= cropSize (${t.cropSize})`,
-    );
+    throw new UserError(`${field}.resizeSize: ${t.resizeSize} is not allowed; expected an integer >= cropSize (${t.cropSize})`);
   }
   checkStats(`${field}.mean`, t.mean, channels, false);
   checkStats(`${field}.std`, t.std, channels, true);
@@ -224,15 +210,7 @@ export function augmentViewInto(
  * One augmented view [cropSize, cropSize, c] of the image at `pixels[offset ..]`
  * ([h, w, c] bytes); see {@link augmentViewInto}.
  */
-export function augmentView(
-  pixels: Uint8Array,
-  offset: number,
-  h: number,
-  w: number,
-  c: number,
-  aug: ViewAugmentation,
-  rng: Rng,
-): Float32Array {
+export function augmentView(pixels: Uint8Array, offset: number, h: number, w: number, c: number, aug: ViewAugmentation, rng: Rng): Float32Array {
   const out = new Float32Array(aug.cropSize * aug.cropSize * c);
   augmentViewInto(pixels, offset, h, w, c, aug, rng, out, 0);
   return out;
@@ -243,13 +221,7 @@ export function augmentView(
  * view v of image `indices[k]`, drawn from `Rng.keyed(seed, epoch, indices[k], v)`.
  * Used identically by the loader's inline path and its worker threads.
  */
-export function augmentBatch(
-  source: PixelSource,
-  views: readonly ViewAugmentation[],
-  seed: number,
-  epoch: number,
-  indices: ArrayLike<number>,
-): Float32Array[] {
+export function augmentBatch(source: PixelSource, views: readonly ViewAugmentation[], seed: number, epoch: number, indices: ArrayLike<number>): Float32Array[] {
   const { height: h, width: w, channels: c } = source;
   const imageBytes = h * w * c;
   const out: Float32Array[] = [];
@@ -301,14 +273,7 @@ export function evalViewInto(
 }
 
 /** The eval view [cropSize, cropSize, c] of one image; see {@link evalViewInto}. */
-export function evalView(
-  pixels: Uint8Array,
-  offset: number,
-  h: number,
-  w: number,
-  c: number,
-  t: EvalTransform,
-): Float32Array {
+export function evalView(pixels: Uint8Array, offset: number, h: number, w: number, c: number, t: EvalTransform): Float32Array {
   const out = new Float32Array(t.cropSize * t.cropSize * c);
   evalViewInto(pixels, offset, h, w, c, t, out, 0);
   return out;

@@ -14,7 +14,13 @@ run(async () => {
   const output = (name: string, data: Float32Array) => writeF32(join(spec.dir, `out-${rank}-${name}.bin`), data);
   const W = group.worldSize;
 
-  for (const [name, op] of [['sum', 'sum'], ['avg', 'avg'], ['max', 'max'], ['big', 'sum'], ['empty', 'sum']] as const) {
+  for (const [name, op] of [
+    ['sum', 'sum'],
+    ['avg', 'avg'],
+    ['max', 'max'],
+    ['big', 'sum'],
+    ['empty', 'sum'],
+  ] as const) {
     const data = input(name);
     group.allReduce(data, op);
     output(name, data);
@@ -22,7 +28,10 @@ run(async () => {
   output('gather', group.allGather(input('gather')));
   output('rs', group.reduceScatter(input('rs')));
   output('rsbig', group.reduceScatter(input('rsbig')));
-  for (const [name, root] of [['bcast', W - 1], ['bcast0', 0]] as const) {
+  for (const [name, root] of [
+    ['bcast', W - 1],
+    ['bcast0', 0],
+  ] as const) {
     const data = input(name);
     group.broadcast(data, root);
     output(name, data);

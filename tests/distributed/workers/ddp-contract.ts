@@ -107,7 +107,9 @@ run(async () => {
   if (spec.perturb && rank !== 0) {
     // Another seed's weights, and buffers that are not the initial ones.
     for (const [, v] of [...model.namedParameters(), ...model.namedBuffers()]) {
-      v.assign(tf.tidy(() => (v.dtype === 'int32' ? tf.add(v, tf.scalar(7 * rank, 'int32')) : tf.add(v, tf.tensor(seededFloats(100 + rank, v.size), v.shape)))));
+      v.assign(
+        tf.tidy(() => (v.dtype === 'int32' ? tf.add(v, tf.scalar(7 * rank, 'int32')) : tf.add(v, tf.tensor(seededFloats(100 + rank, v.size), v.shape)))),
+      );
     }
   }
 
@@ -144,7 +146,9 @@ run(async () => {
       return { loss, metrics: { loss: tf.keep(tf.clone(loss)) } };
     },
     configureOptimizers() {
-      const optimizer = createOptimizer('sgd', [{ name: 'all', params: toNamedParams(model.namedParameters()), lr: 0.2, weightDecay: 0.05 }], { momentum: 0.9 });
+      const optimizer = createOptimizer('sgd', [{ name: 'all', params: toNamedParams(model.namedParameters()), lr: 0.2, weightDecay: 0.05 }], {
+        momentum: 0.9,
+      });
       return { optimizer, scheduler: { apply: () => ({ all: 0.2 }) } };
     },
   };

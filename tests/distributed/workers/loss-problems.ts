@@ -8,13 +8,7 @@
 import { type Scalar, type Tensor, tf } from '../../../src/core/tf.js';
 import type { ProcessGroup } from '../../../src/core/process-group.js';
 import { Rng } from '../../../src/core/random.js';
-import {
-  barlowTwinsLoss,
-  byolLoss,
-  ntXentLoss,
-  vicregLoss,
-  l2NormalizeRows,
-} from '../../../src/losses/index.js';
+import { barlowTwinsLoss, byolLoss, ntXentLoss, vicregLoss, l2NormalizeRows } from '../../../src/losses/index.js';
 import { type LossCase, type LossCaseHyper } from '../../../src/verify/index.js';
 import { allGather } from '../../../src/distributed/collectives.js';
 import { detach } from '../../../src/core/ops.js';
@@ -148,14 +142,7 @@ function wrongNtXent(
  * cross-correlation all-reduced with a raw (non-differentiable) all-reduce, divided by W.
  * WRONG: per-rank statistics change the objective and the gradient is 1/W of the local term.
  */
-function soloLearnBarlow(
-  z1: tf.Tensor2D,
-  z2: tf.Tensor2D,
-  lambd: number,
-  scale: number,
-  eps: number,
-  group: ProcessGroup | undefined,
-): Scalar {
+function soloLearnBarlow(z1: tf.Tensor2D, z2: tf.Tensor2D, lambd: number, scale: number, eps: number, group: ProcessGroup | undefined): Scalar {
   return tf.tidy(() => {
     const w = group?.worldSize ?? 1;
     const bn = (z: tf.Tensor2D) => {
@@ -193,13 +180,7 @@ export interface VariantResult {
  * Evaluates `variant` on rows `first .. first+count−1` of the case: the loss and its
  * gradients w.r.t. the raw inputs, and w.r.t. θ when every input is replaced by `input · θ`.
  */
-export function evaluateVariant(
-  variant: Variant,
-  c: LossCase,
-  first: number,
-  count: number,
-  group: ProcessGroup | undefined,
-): VariantResult {
+export function evaluateVariant(variant: Variant, c: LossCase, first: number, count: number, group: ProcessGroup | undefined): VariantResult {
   const names = inputNames(variant);
   const xs = names.map((k) => caseRows(c, k, first, count));
   const theta = tf.tensor2d(thetaValues(c.D), [c.D, c.D]);

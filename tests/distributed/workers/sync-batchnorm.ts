@@ -18,16 +18,7 @@ import { tf, type Tensor } from '../../../src/core/tf.js';
 import { convertSyncBatchNorm, SyncBatchNorm } from '../../../src/distributed/sync-batchnorm.js';
 import { writeF32 } from '../io.js';
 import { type BaseSpec, joinGroup, readArgs, run } from './common.js';
-import {
-  affine,
-  bnLoss,
-  type BnProblem,
-  countingGroup,
-  globalInput,
-  localShape,
-  lossWeights,
-  rankSlice,
-} from './sync-batchnorm-problems.js';
+import { affine, bnLoss, type BnProblem, countingGroup, globalInput, localShape, lossWeights, rankSlice } from './sync-batchnorm-problems.js';
 
 /**
  * WRONG on purpose (negative control): global statistics in the forward, but the backward
