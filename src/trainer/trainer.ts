@@ -1,3 +1,4 @@
+// Over 400 lines: the fit loop, validation, checkpoint and resume, and the non-finite stop are one state machine over the same progress counters.
 import 'reflect-metadata';
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
