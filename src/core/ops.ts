@@ -25,3 +25,14 @@ export function addInto(total: Record<string, Tensor>, grads: Record<string, Ten
     if (previous) tf.dispose([previous, g]);
   }
 }
+
+/**
+ * Rows divided by their L2 norm, `x / max(‖x‖, eps)` (PyTorch's `F.normalize(x, dim=1)`):
+ * `[B, D] -> [B, D]`. Written as `x * rsqrt(max(Σx², eps²))` so that the gradient stays
+ * finite for a zero row. The one row normalisation of the code base (losses, kNN, the
+ * collapse metric, the report).
+ */
+export function l2NormalizeRows<T extends Tensor>(x: T, eps = 1e-12): T {
+  const sumSq = tf.sum(tf.square(x), 1, true);
+  return tf.mul(x, tf.rsqrt(tf.maximum(sumSq, eps * eps))) as T;
+}

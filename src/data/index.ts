@@ -28,4 +28,4 @@ export {
 export { CIFAR10_CLASS_NAMES, CIFAR100_CLASS_NAMES, CIFAR_DEFAULT_DIR, cifarRecordBytes, loadCifar, parseCifarBinary, type CifarVariant } from './cifar.js';
 export * from './augment/index.js';
 export { epochPermutation, RandomSampler, SequentialSampler, type Sampler } from './sampler.js';
-export { EvalLoader, MultiViewLoader, type EvalBatch, type EvalLoaderOptions, type MultiViewBatch, type MultiViewLoaderOptions } from './loader.js';
+export { MultiViewLoader, type MultiViewBatch, type MultiViewLoaderOptions } from './loader.js';

@@ -1,11 +1,11 @@
 /**
- * Batch loaders: {@link MultiViewLoader} yields augmented multi-view training batches
- * (optionally computed ahead in worker threads), {@link EvalLoader} yields deterministic
- * eval batches in dataset order (for kNN and linear evaluation).
+ * The training batch loader: {@link MultiViewLoader} yields augmented multi-view batches
+ * (optionally computed ahead in worker threads). Evaluation images are made by
+ * src/eval/features.ts with the eval transform, in dataset order.
  */
 import { Worker } from 'node:worker_threads';
 import { UserError } from '../core/errors.js';
-import { augmentBatch, evalViewInto, validateEvalTransform, validateViewAugmentation, type EvalTransform, type ViewAugmentation } from './augment/views.js';
+import { augmentBatch, validateViewAugmentation, type ViewAugmentation } from './augment/views.js';
 import type { ImageDataset } from './dataset.js';
 import type { WorkerInit, WorkerResult, WorkerTask } from './loader-worker.js';
 import type { Sampler } from './sampler.js';
@@ -259,89 +259,5 @@ export class MultiViewLoader {
     const slots = this.slots;
     this.slots = undefined;
     if (slots) await Promise.all(slots.map((s) => s.terminate()));
-  }
-}
-
-/** A batch of eval images in dataset order. */
-export interface EvalBatch {
-  /** [B, S, S, C] */
-  images: Float32Array;
-  /** [B, S, S, C] */
-  shape: [number, number, number, number];
-  /** [B] */
-  labels: Int32Array;
-  /** [B] dataset indices */
-  indices: Int32Array;
-  /** Batch index (0-based). */
-  index: number;
-}
-
-export interface EvalLoaderOptions {
-  dataset: ImageDataset;
-  /** Deterministic transform, e.g. `evalTransform(dataset)`. */
-  transform: EvalTransform;
-  batchSize: number;
-  /** Visit only these dataset indices, in this order (e.g. one rank's shard). */
-  indices?: Int32Array;
-}
-
-/**
- * Iterates a dataset in fixed order (0..N-1, or `indices`) with the eval transform, in
- * batches of `batchSize` (the last one may be smaller). No randomness, no workers.
- * `batches()` is a plain generator (also usable with `for await`).
- */
-export class EvalLoader {
-  readonly dataset: ImageDataset;
-  readonly transform: EvalTransform;
-  readonly batchSize: number;
-  private readonly order: Int32Array;
-
-  constructor(options: EvalLoaderOptions) {
-    const { dataset, transform } = options;
-    validateEvalTransform(transform, dataset.channels, 'transform');
-    checkPositiveInt('batchSize', options.batchSize, 1);
-    this.dataset = dataset;
-    this.transform = { ...transform };
-    this.batchSize = options.batchSize;
-    if (options.indices) {
-      for (const i of options.indices) {
-        if (!(i >= 0 && i < dataset.length)) {
-          throw new UserError(`indices: ${i} is not allowed; expected an integer in 0..${dataset.length - 1}`);
-        }
-      }
-      this.order = Int32Array.from(options.indices);
-    } else {
-      this.order = Int32Array.from({ length: dataset.length }, (_, i) => i);
-    }
-  }
-
-  /** Number of samples visited. */
-  get length(): number {
-    return this.order.length;
-  }
-
-  /** ceil(length / batchSize). */
-  numBatches(): number {
-    return Math.ceil(this.order.length / this.batchSize);
-  }
-
-  /** The eval batches in order. */
-  *batches(): Generator<EvalBatch> {
-    const ds = this.dataset;
-    const { height: h, width: w, channels: c } = ds;
-    const S = this.transform.cropSize;
-    const imageBytes = h * w * c;
-    const viewSize = S * S * c;
-    for (let b = 0; b < this.numBatches(); b++) {
-      const indices = this.order.slice(b * this.batchSize, (b + 1) * this.batchSize);
-      const B = indices.length;
-      const images = new Float32Array(B * viewSize);
-      const labels = new Int32Array(B);
-      for (let k = 0; k < B; k++) {
-        evalViewInto(ds.pixels, indices[k] * imageBytes, h, w, c, this.transform, images, k * viewSize);
-        labels[k] = ds.labels[indices[k]];
-      }
-      yield { images, shape: [B, S, S, c], labels, indices, index: b };
-    }
   }
 }

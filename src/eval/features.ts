@@ -1,5 +1,5 @@
 import { tf, type Tensor } from '../core/tf.js';
-import { evalViewInto, type EvalTransform } from '../data/augment/views.js';
+import { evalViewInto, validateEvalTransform, type EvalTransform } from '../data/augment/views.js';
 import type { ImageDataset } from '../data/dataset.js';
 
 /** Features and classifier logits of a whole dataset. */
@@ -20,10 +20,12 @@ export interface FeatureModel {
 
 /**
  * Runs `model` (put it in eval mode first) over `dataset` in fixed order with the
- * deterministic eval transform, in batches of `batchSize`.
+ * deterministic eval transform (checked first: a user error names the bad field), in
+ * batches of `batchSize`.
  */
 export function extractFeatures(model: FeatureModel, dataset: ImageDataset, transform: EvalTransform, batchSize: number): ExtractedFeatures {
   const { height: h, width: w, channels: c, length } = dataset;
+  validateEvalTransform(transform, c, 'transform');
   const S = transform.cropSize;
   const imageSize = h * w * c;
   const featureParts: Tensor[] = [];

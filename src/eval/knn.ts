@@ -1,3 +1,4 @@
+import { l2NormalizeRows } from '../core/ops.js';
 import { tf, type Tensor } from '../core/tf.js';
 
 export interface KnnOptions {
@@ -30,13 +31,13 @@ export function weightedKnn(trainFeatures: Tensor, trainLabels: Int32Array, test
   const m = testFeatures.shape[0];
   let top1 = 0;
   let top5 = 0;
-  const trainNorm = tf.tidy(() => l2Normalize(trainFeatures));
+  const trainNorm = tf.tidy(() => l2NormalizeRows(trainFeatures));
   const trainOneHot = tf.oneHot(tf.tensor1d(trainLabels, 'int32'), numClasses);
   try {
     for (let start = 0; start < m; start += chunk) {
       const size = Math.min(chunk, m - start);
       const ranking = tf.tidy(() => {
-        const test = l2Normalize(tf.slice(testFeatures, [start, 0], [size, -1]));
+        const test = l2NormalizeRows(tf.slice(testFeatures, [start, 0], [size, -1]));
         const similarity = tf.matMul(test, trainNorm, false, true);
         const { values, indices } = tf.topk(similarity, k);
         const weights = tf.exp(tf.div(values, temperature));
@@ -58,9 +59,4 @@ export function weightedKnn(trainFeatures: Tensor, trainLabels: Int32Array, test
     trainOneHot.dispose();
   }
   return { top1: top1 / m, top5: top5 / m };
-}
-
-/** Rows scaled to unit L2 norm: `[N, F] -> [N, F]`. */
-export function l2Normalize(x: Tensor): Tensor {
-  return tf.div(x, tf.maximum(tf.norm(x, 2, 1, true), 1e-12));
 }

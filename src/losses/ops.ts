@@ -2,17 +2,10 @@
  * Small tensor helpers shared by the losses. Pure functions of tensors; they create no
  * tf.tidy scope of their own, so call them inside the caller's tidy.
  */
+import { l2NormalizeRows } from '../core/ops.js';
 import { tf } from '../core/tf.js';
 
-/**
- * Rows divided by their L2 norm, `x / max(‖x‖, eps)` (PyTorch's `F.normalize(x, dim=1)`):
- * `[B, D] -> [B, D]`. Written as `x * rsqrt(max(Σx², eps²))` so that the gradient stays
- * finite for a zero row.
- */
-export function l2NormalizeRows(x: tf.Tensor2D, eps = 1e-12): tf.Tensor2D {
-  const sumSq = tf.sum(tf.square(x), 1, true);
-  return tf.mul(x, tf.rsqrt(tf.maximum(sumSq, eps * eps)));
-}
+export { l2NormalizeRows };
 
 /** Cosine similarity of matching rows: `[B, D], [B, D] -> [B]`. */
 export function rowCosine(a: tf.Tensor2D, b: tf.Tensor2D): tf.Tensor1D {

@@ -1,5 +1,5 @@
 import { Module } from '../core/module.js';
-import { detach } from '../core/ops.js';
+import { detach, l2NormalizeRows } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
 import { BatchNorm, LayerNorm, Linear, type NormKind } from '../core/layers.js';
@@ -261,7 +261,7 @@ export function accuracy(logits: Tensor, labels: Tensor): { top1: Scalar; top5: 
  */
 export function embeddingStd(z: Tensor): Scalar {
   return tf.tidy(() => {
-    const normalized = tf.div(z, tf.add(tf.norm(z, 2, 1, true), 1e-12));
+    const normalized = l2NormalizeRows(z);
     const { variance } = tf.moments(normalized, 0);
     return tf.mean(tf.sqrt(variance)) as Scalar;
   });

@@ -5,6 +5,7 @@ import { prepareExperiment } from '../experiment/train.js';
 import { engineInfo, initEngine } from '../core/engine.js';
 import { UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';
+import { l2NormalizeRows } from '../core/ops.js';
 import { tf } from '../core/tf.js';
 import { evalTransform } from '../data/augment/recipes.js';
 import { subset } from '../data/dataset.js';
@@ -75,7 +76,7 @@ export async function computeEmbedding(run: ReportRun, options: EmbeddingOptions
     }
     method.eval();
     const extracted = extractFeatures(method, val, evalTransform(experiment.train), 128);
-    const normalised = tf.tidy(() => tf.div(extracted.features, tf.add(tf.norm(extracted.features, 2, 1, true), 1e-12)));
+    const normalised = tf.tidy(() => l2NormalizeRows(extracted.features));
     dim = extracted.features.shape[1] ?? 1;
     features = normalised.dataSync() as Float32Array;
     tf.dispose([extracted.features, extracted.logits, normalised]);

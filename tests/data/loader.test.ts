@@ -10,9 +10,6 @@ import {
   augmentView,
   byolViews,
   createDataset,
-  EvalLoader,
-  evalTransform,
-  evalView,
   MultiViewLoader,
   RandomSampler,
   SequentialSampler,
@@ -234,33 +231,5 @@ describe('data/MultiViewLoader', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
-});
-
-describe('data/EvalLoader', () => {
-  it('iterates in fixed order with the eval transform', () => {
-    const t = evalTransform(ds);
-    const l = new EvalLoader({ dataset: ds, transform: t, batchSize: 30 });
-    assert.equal(l.numBatches(), 4);
-    const batches = [...l.batches()];
-    assert.deepEqual(
-      batches.map((b) => b.shape),
-      [
-        [30, 16, 16, 1],
-        [30, 16, 16, 1],
-        [30, 16, 16, 1],
-        [10, 16, 16, 1],
-      ],
-    );
-    assert.deepEqual(
-      batches.flatMap((b) => Array.from(b.indices)),
-      Array.from({ length: 100 }, (_, i) => i),
-    );
-    assert.deepEqual(batches[1].images.subarray(2 * IMG, 3 * IMG), evalView(ds.pixels, 32 * IMG, 16, 16, 1, t));
-    assert.deepEqual(Array.from(batches[3].labels), Array.from(ds.labels.subarray(90)));
-    const sub = new EvalLoader({ dataset: ds, transform: t, batchSize: 8, indices: Int32Array.from([5, 1]) });
-    const [only] = [...sub.batches()];
-    assert.deepEqual(Array.from(only.indices), [5, 1]);
-    assert.throws(() => new EvalLoader({ dataset: ds, transform: { ...t, cropSize: 0 }, batchSize: 8 }), /transform\.cropSize/);
   });
 });
