@@ -8,7 +8,7 @@ import { checkRendezvousFlag } from '../distributed/gloo.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
 import { checkGpuBackend, preflightDistributed, runTraining } from '../experiment/train.js';
-import { formatVerifyResult, runVerify, runVerifyCase } from '../experiment/verify.js';
+import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
 import { formatSyncResult, wandbSync } from './wandb-sync.js';
