@@ -1,9 +1,19 @@
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
 import { TrainingFailure, UserError } from '../core/errors.js';
-import { describeMethods, methodNames } from '../methods/registry.js';
+import { describeMethods } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
-import { buildConfig, CONFIG_KEYS, parseMethodArg, readConfigFile, toCamel, type TrainConfig, type TrainConfigInput } from '../experiment/config.js';
+import {
+  buildConfig,
+  CONFIG_KEYS,
+  parseMethodArg,
+  readConfigFile,
+  toCamel,
+  TrainConfig,
+  trainFlags,
+  type FlagKind,
+  type TrainConfigInput,
+} from '../experiment/config.js';
 import { checkRendezvousFlag } from '../distributed/gloo.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
@@ -28,80 +38,35 @@ function boolean(value: string): boolean | string {
   return value;
 }
 
-function collectMethodArg(value: string, previous: Record<string, number> = {}): Record<string, number> {
+function collectMethodArg(value: string, previous: unknown): Record<string, number> {
   const [name, n] = parseMethodArg(value);
-  return { ...previous, [name]: n };
+  return { ...((previous as Record<string, number> | undefined) ?? {}), [name]: n };
 }
 
-/** Adds every training option to `command` (the train command and `verify` share them). */
+const PARSERS: Record<FlagKind, ((value: string, previous: unknown) => unknown) | undefined> = {
+  number: numeric,
+  boolean,
+  string: undefined,
+  pairs: collectMethodArg,
+};
+
+/**
+ * Adds every training option to `command` (the train command and `verify` share them):
+ * `--config`, then the flags `TrainConfig` declares (`@Flag`), each with the field's
+ * default. `pairs` (--method-arg) has none: its values are added to the config file's.
+ */
 function addTrainOptions(command: Command): Command {
-  return command
-    .option('--config <file>', 'YAML recipe (e.g. configs/simclr-fashion-mnist.yaml); flags override it')
-    .option('--method <name>', `method: ${methodNames().join(', ')} or a registered subclass`, 'simclr')
-    .option(
-      '--method-arg <name=value>',
-      "method hyperparameter, repeatable (e.g. temperature=0.2); 'ssl-train methods' lists each method's with kind, default and range",
-      collectMethodArg,
-    )
-    .option('--backbone <name>', 'backbone: resnet18, resnet50, tiny_resnet, mlp', 'tiny_resnet')
-    .addOption(new Option('--cifar-stem <bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)').argParser(boolean))
-    .option('--dataset <name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100', 'synthetic')
-    .option('--data-dir <dir>', 'dataset directory (fashion-mnist default: /usr/share/datasets/fashion-mnist)')
-    .option('--image-size <n>', 'synthetic images: side in pixels', numeric, 28)
-    .option('--synthetic-size <n>', 'synthetic images: training set size', numeric, 4096)
-    .option('--epochs <n>', 'training epochs', numeric, 10)
-    .option('--max-steps <n>', 'stop after this many optimizer steps (smoke runs)', numeric)
-    .option('--batch-size <n>', 'global batch size, split evenly over the ranks', numeric, 256)
-    .option('--optimizer <name>', "sgd, lars or adamw (default: the method's recipe)")
-    .option('--lr <x>', "base learning rate per 256 samples, scaled by batch/256 (default: the method's recipe)", numeric)
-    .option('--classifier-lr <x>', 'online linear classifier lr per 256 samples (default: 0.1)', numeric)
-    .option('--weight-decay <x>', "weight decay (default: the method's recipe)", numeric)
-    .option('--momentum <x>', 'SGD/LARS momentum', numeric, 0.9)
-    .option('--lars-eta <x>', 'LARS trust coefficient', numeric, 0.02)
-    .addOption(new Option('--lars-clip-lr <bool>', 'LARS: clip the adaptive lr at the global lr').default(true).argParser(boolean))
-    .option('--warmup-epochs <x>', 'linear warmup epochs before the cosine decay (default: 10% of --epochs)', numeric)
-    .option('--warmup-start-lr <x>', 'lr at the first warmup step', numeric, 3e-5)
-    .option('--min-lr <x>', 'lr at the end of the cosine decay', numeric, 0)
-    .option('--norm <kind>', 'normalisation of backbone and heads: batch, group or layer', 'batch')
-    .option('--grad-cache-chunk <n>', 'gradient cache: run the local batch in chunks of n samples (exact with --norm group|layer)', numeric)
-    .addOption(
-      new Option('--grad-cache-approximate-bn <bool>', 'allow the gradient cache with batch norm (per-chunk statistics: approximate)')
-        .default(false)
-        .argParser(boolean),
-    )
-    .option('--seed <n>', 'seed of every random draw (init, sampling, augmentation)', numeric, 0)
-    .option('--run-dir <dir>', 'run directory (default: runs/<method>-<timestamp>)')
-    .option('--checkpoint-every <n>', 'save checkpoints/epoch-<n>.ckpt (and last.ckpt) every n epochs (0: only last.ckpt at the end)', numeric, 1)
-    .option('--checkpoint-every-steps <n>', 'also save checkpoints/last.ckpt every n optimizer steps, mid-epoch (0: off)', numeric, 0)
-    .option('--resume <path|auto>', 'continue from a checkpoint; auto: the newest valid one in <run-dir>/checkpoints, else start fresh')
-    .option('--backend <name>', 'tensor backend: auto, cpu, cpu-js, tensorflow', 'auto')
-    .option('--devices <n>', 'processes (ranks) per node on CPU', numeric, 1)
-    .option('--gpus <n>', 'processes per node, one GPU each (needs @tensorflow/tfjs-node-gpu)', numeric)
-    .option('--num-nodes <n>', 'nodes (hosts) of the job', numeric, 1)
-    .option('--node-rank <n>', 'index of this node', numeric, 0)
-    .option('--rendezvous <url>', 'how ranks meet: file:///shared/dir, tcp://host:port, redis://host:port[/prefix] or env:// (default: a fresh file store)')
-    .option('--strategy <name>', 'auto, single or ddp (auto: ddp with more than one rank)', 'auto')
-    .addOption(
-      new Option('--sync-batchnorm <bool>', 'batch norm with global-batch statistics across ranks (needed for exactness)').default(true).argParser(boolean),
-    )
-    .option('--bucket-cap-mb <x>', 'DDP gradient bucket size in MiB', numeric, 25)
-    .option('--accumulate-grad-batches <n>', 'batches per optimizer step (one gradient sync per step)', numeric, 1)
-    .addOption(new Option('--drop-last <bool>', 'drop the incomplete last global batch of an epoch (false: one process only)').default(true).argParser(boolean))
-    .option('--timeout <seconds>', 'how long a collective waits for the other ranks before failing', numeric, 300)
-    .option('--log-every <n>', 'log training metrics every n steps', numeric, 10)
-    .option('--val-every <n>', 'validate (kNN, linear probe) every n epochs; 0 disables', numeric, 1)
-    .option('--knn-k <n>', 'kNN neighbours', numeric, 20)
-    .option('--knn-temperature <x>', 'kNN vote temperature', numeric, 0.07)
-    .option('--knn-train-samples <n>', 'training images in the kNN memory (0: all)', numeric, 10000)
-    .option('--val-samples <n>', 'validation images to evaluate (0: all)', numeric, 0)
-    .option('--workers <n>', 'augmentation worker threads (0: none)', numeric, 1)
-    .option('--logger <name>', 'local (the run directory) or wandb (Weights & Biases too; the run directory is always written)', 'local')
-    .option('--wandb-project <name>', 'W&B project, implies --logger wandb (default: WANDB_PROJECT, else ssl-zoo-<dataset>)')
-    .option('--wandb-entity <name>', "W&B user or team (default: WANDB_ENTITY, else the API key's)")
-    .option('--wandb-name <name>', 'W&B run name (default: <method>-<backbone>-<dataset>-seed<seed>)')
-    .option('--wandb-group <name>', 'W&B group (default: <method>-<backbone>-<dataset>)')
-    .option('--wandb-tags <a,b>', 'extra W&B tags (method, backbone and dataset always are)')
-    .option('--wandb-mode <mode>', 'online, offline (upload later: ssl-train wandb-sync RUN_DIR) or disabled (default: WANDB_MODE, else online)');
+  command.option('--config <file>', 'YAML recipe (e.g. configs/simclr-fashion-mnist.yaml); flags override it');
+  const defaults = new TrainConfig();
+  for (const flag of trainFlags()) {
+    const option = new Option(`--${flag.name} ${flag.placeholder}`, flag.description);
+    const parse = PARSERS[flag.kind];
+    if (parse) option.argParser(parse);
+    const value = defaults[flag.key];
+    if (value !== undefined && flag.kind !== 'pairs') option.default(value);
+    command.addOption(option);
+  }
+  return command;
 }
 
 /** Launches `nprocs` workers running this same command line; resolves to the exit code. */

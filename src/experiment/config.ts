@@ -19,105 +19,156 @@ import {
 import { parse as parseYaml } from 'yaml';
 import { BACKEND_CHOICES } from '../core/engine.js';
 import { UserError } from '../core/errors.js';
+import { methodNames } from '../methods/registry.js';
+
+/** How a flag's text becomes a value; `pairs`: repeatable `name=number`, collected into a map. */
+export type FlagKind = 'number' | 'boolean' | 'string' | 'pairs';
+
+/** One `ssl-train` flag, as `trainFlags()` gives it to the CLI. */
+export interface FlagSpec {
+  /** The config key it sets (camelCase). */
+  key: keyof TrainConfig & string;
+  /** The flag without `--`: the key in kebab-case unless the field says otherwise. */
+  name: string;
+  /** The value placeholder in the help: `<n>`, `<x>`, `<bool>`, ... */
+  placeholder: string;
+  description: string;
+  kind: FlagKind;
+}
+
+interface FlagDeclaration {
+  key: string;
+  placeholder: string;
+  description: string | (() => string);
+  name?: string;
+  kind?: FlagKind;
+}
+
+/** What `@Flag` recorded, in field order (the order of the help). */
+const FLAG_DECLARATIONS: FlagDeclaration[] = [];
 
 /**
- * Every option of `ssl-train` (train). Names are camelCase here, kebab-case as flags
- * (`--batch-size`) and snake_case or camelCase in YAML recipes (`batch_size`). Values come
- * from, in increasing priority: the defaults below, the method's recipe (optimizer, lr,
- * weight decay), the `--config` file, then flags.
+ * Makes a config field a flag of `ssl-train` and `ssl-train verify`: its value placeholder and
+ * help text. The default is the field's initialiser (none when it has none: then the text
+ * says how the default is found); the parser follows the validators (`@IsInt`/`@IsNumber`:
+ * a number, `@IsBoolean`: true/false, else the text), unless `kind` is given. A description
+ * that lists what is registered at run time is a function, called when the help is built.
+ */
+function Flag(placeholder: string, description: string | (() => string), options: { name?: string; kind?: FlagKind } = {}): PropertyDecorator {
+  return (_target, key) => {
+    FLAG_DECLARATIONS.push({ key: String(key), placeholder, description, ...options });
+  };
+}
+
+/**
+ * Every option of `ssl-train` (train), the one place for its default and its flag. Names are
+ * camelCase here, kebab-case as flags (`--batch-size`) and snake_case or camelCase in YAML
+ * recipes (`batch_size`). Values come from, in increasing priority: the defaults below, the
+ * method's recipe (optimizer, lr, weight decay), the `--config` file, then flags.
  */
 export class TrainConfig {
-  @IsString() method = 'simclr';
-  @IsString() backbone = 'tiny_resnet';
-  @IsString() dataset = 'synthetic';
-  @IsOptional() @IsString() dataDir?: string;
-  /** Synthetic data only: image side and number of training images. */
-  @IsInt() @Min(8) @Max(256) imageSize = 28;
-  @IsInt() @Min(16) syntheticSize = 4096;
-  /** CIFAR-style stem (3x3 stride-1 conv, no max-pool) for ResNets; default: on for images up to 64 px. */
-  @IsOptional() @IsBoolean() cifarStem?: boolean;
+  @Flag('<name>', () => `method: ${methodNames().join(', ')} or a registered subclass`) @IsString() method = 'simclr';
+  @Flag('<name=value>', "method hyperparameter, repeatable (e.g. temperature=0.2); 'ssl-train methods' lists each method's with kind, default and range", {
+    name: 'method-arg',
+    kind: 'pairs',
+  })
+  @IsObject()
+  methodArgs: Record<string, number> = {};
+  @Flag('<name>', 'backbone: resnet18, resnet50, tiny_resnet, mlp') @IsString() backbone = 'tiny_resnet';
+  @Flag('<bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)') @IsOptional() @IsBoolean() cifarStem?: boolean;
+  @Flag('<name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100') @IsString() dataset = 'synthetic';
+  @Flag('<dir>', 'dataset directory (fashion-mnist default: /usr/share/datasets/fashion-mnist)') @IsOptional() @IsString() dataDir?: string;
+  @Flag('<n>', 'synthetic images: side in pixels') @IsInt() @Min(8) @Max(256) imageSize = 28;
+  @Flag('<n>', 'synthetic images: training set size') @IsInt() @Min(16) syntheticSize = 4096;
 
-  @IsInt() @Min(1) epochs = 10;
-  @IsOptional() @IsInt() @Min(1) maxSteps?: number;
-  /** Global batch N over all ranks; each of W ranks gets N / W. */
-  @IsInt() @Min(2) batchSize = 256;
-  /** Optimizer, lrs and weight decay default to the method's recipe. */
-  @IsOptional() @IsIn(['sgd', 'lars', 'adamw']) optimizer?: 'sgd' | 'lars' | 'adamw';
-  /** Base learning rate per 256 samples; the applied lr is lr * batchSize / 256. */
-  @IsOptional() @IsNumber() @IsPositive() lr?: number;
-  @IsOptional() @IsNumber() @IsPositive() classifierLr?: number;
-  @IsOptional() @IsNumber() @Min(0) weightDecay?: number;
-  @IsNumber() @Min(0) @Max(1) momentum = 0.9;
-  @IsNumber() @IsPositive() larsEta = 0.02;
-  @IsBoolean() larsClipLr = true;
-  /** Default: 10% of the epochs. */
-  @IsOptional() @IsNumber() @Min(0) warmupEpochs?: number;
-  @IsNumber() @Min(0) warmupStartLr = 3e-5;
-  @IsNumber() @Min(0) minLr = 0;
-  @IsObject() methodArgs: Record<string, number> = {};
+  @Flag('<n>', 'training epochs') @IsInt() @Min(1) epochs = 10;
+  @Flag('<n>', 'stop after this many optimizer steps (smoke runs)') @IsOptional() @IsInt() @Min(1) maxSteps?: number;
+  /** Each of W ranks gets batchSize / W. */
+  @Flag('<n>', 'global batch size, split evenly over the ranks') @IsInt() @Min(2) batchSize = 256;
+  @Flag('<name>', "sgd, lars or adamw (default: the method's recipe)") @IsOptional() @IsIn(['sgd', 'lars', 'adamw']) optimizer?: 'sgd' | 'lars' | 'adamw';
+  /** The applied lr is lr * batchSize / 256. */
+  @Flag('<x>', "base learning rate per 256 samples, scaled by batch/256 (default: the method's recipe)") @IsOptional() @IsNumber() @IsPositive() lr?: number;
+  @Flag('<x>', 'online linear classifier lr per 256 samples (default: 0.1)') @IsOptional() @IsNumber() @IsPositive() classifierLr?: number;
+  @Flag('<x>', "weight decay (default: the method's recipe)") @IsOptional() @IsNumber() @Min(0) weightDecay?: number;
+  @Flag('<x>', 'SGD/LARS momentum') @IsNumber() @Min(0) @Max(1) momentum = 0.9;
+  @Flag('<x>', 'LARS trust coefficient') @IsNumber() @IsPositive() larsEta = 0.02;
+  @Flag('<bool>', 'LARS: clip the adaptive lr at the global lr') @IsBoolean() larsClipLr = true;
+  @Flag('<x>', 'linear warmup epochs before the cosine decay (default: 10% of --epochs)') @IsOptional() @IsNumber() @Min(0) warmupEpochs?: number;
+  @Flag('<x>', 'lr at the first warmup step') @IsNumber() @Min(0) warmupStartLr = 3e-5;
+  @Flag('<x>', 'lr at the end of the cosine decay') @IsNumber() @Min(0) minLr = 0;
 
-  /** Normalisation layers of the backbone and heads; `group`/`layer` make the gradient cache exact. */
-  @IsIn(['batch', 'group', 'layer']) norm: 'batch' | 'group' | 'layer' = 'batch';
-  /** Gradient cache: forward/backward the local batch in chunks of this many samples. */
-  @IsOptional() @IsInt() @Min(1) gradCacheChunk?: number;
-  /** Accept per-chunk batch-norm statistics with the gradient cache (approximate). */
-  @IsBoolean() gradCacheApproximateBn = false;
-  @IsInt() @Min(0) seed = 0;
-  @IsOptional() @IsString() runDir?: string;
-  @IsInt() @Min(0) checkpointEvery = 1;
-  /** Also write `checkpoints/last.ckpt` every this many optimizer steps, mid-epoch included (0: off). */
-  @IsInt() @Min(0) checkpointEverySteps = 0;
-  @IsOptional() @IsString() resume?: string;
-  @IsIn([...BACKEND_CHOICES]) backend: (typeof BACKEND_CHOICES)[number] = 'auto';
-  /** Processes (ranks) per node on CPU. */
-  @IsInt() @Min(1) devices = 1;
-  /** Processes per node, one GPU each (needs the tensorflow GPU backend). */
-  @IsOptional() @IsInt() @Min(1) gpus?: number;
-  @IsInt() @Min(1) numNodes = 1;
-  @IsInt() @Min(0) nodeRank = 0;
-  /** Rendezvous of the ranks: file:///shared/dir, tcp://host:port, redis://host:port (default: a fresh file store). */
-  @IsOptional() @IsString() rendezvous?: string;
-  /** `auto`: ddp when there is more than one rank. */
-  @IsIn(['auto', 'single', 'ddp']) strategy: 'auto' | 'single' | 'ddp' = 'auto';
-  /** Global-batch batch norm across ranks: what makes W ranks equal one process. */
-  @IsBoolean() syncBatchnorm = true;
-  @IsNumber() @IsPositive() bucketCapMb = 25;
-  @IsInt() @Min(1) accumulateGradBatches = 1;
-  /** Drop the last incomplete global batch of each epoch (false: a short last batch; one process only). */
-  @IsBoolean() dropLast = true;
-  /** Seconds a collective may wait for the other ranks before failing. */
-  @IsNumber() @IsPositive() timeout = 300;
-  @IsInt() @Min(1) logEvery = 10;
-  @IsInt() @Min(0) valEvery = 1;
-  @IsInt() @Min(1) knnK = 20;
-  @IsNumber() @IsPositive() knnTemperature = 0.07;
-  /** Training images whose features form the kNN memory (0 = all). */
-  @IsInt() @Min(0) knnTrainSamples = 10000;
-  /** Validation images used for kNN and linear accuracy (0 = all). */
-  @IsInt() @Min(0) valSamples = 0;
-  /** Augmentation worker threads (0 = on the training thread). */
-  @IsInt() @Min(0) @Max(64) workers = 1;
+  @Flag('<kind>', 'normalisation of backbone and heads: batch, group or layer') @IsIn(['batch', 'group', 'layer']) norm: 'batch' | 'group' | 'layer' = 'batch';
+  @Flag('<n>', 'gradient cache: run the local batch in chunks of n samples (exact with --norm group|layer)')
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  gradCacheChunk?: number;
+  @Flag('<bool>', 'allow the gradient cache with batch norm (per-chunk statistics: approximate)') @IsBoolean() gradCacheApproximateBn = false;
+  @Flag('<n>', 'seed of every random draw (init, sampling, augmentation)') @IsInt() @Min(0) seed = 0;
+  @Flag('<dir>', 'run directory (default: runs/<method>-<timestamp>)') @IsOptional() @IsString() runDir?: string;
+  @Flag('<n>', 'save checkpoints/epoch-<n>.ckpt (and last.ckpt) every n epochs (0: only last.ckpt at the end)') @IsInt() @Min(0) checkpointEvery = 1;
+  @Flag('<n>', 'also save checkpoints/last.ckpt every n optimizer steps, mid-epoch (0: off)') @IsInt() @Min(0) checkpointEverySteps = 0;
+  @Flag('<path|auto>', 'continue from a checkpoint; auto: the newest valid one in <run-dir>/checkpoints, else start fresh')
+  @IsOptional()
+  @IsString()
+  resume?: string;
+  @Flag('<name>', 'tensor backend: auto, cpu, cpu-js, tensorflow') @IsIn([...BACKEND_CHOICES]) backend: (typeof BACKEND_CHOICES)[number] = 'auto';
+  @Flag('<n>', 'processes (ranks) per node on CPU') @IsInt() @Min(1) devices = 1;
+  @Flag('<n>', 'processes per node, one GPU each (needs @tensorflow/tfjs-node-gpu)') @IsOptional() @IsInt() @Min(1) gpus?: number;
+  @Flag('<n>', 'nodes (hosts) of the job') @IsInt() @Min(1) numNodes = 1;
+  @Flag('<n>', 'index of this node') @IsInt() @Min(0) nodeRank = 0;
+  @Flag('<url>', 'how ranks meet: file:///shared/dir, tcp://host:port, redis://host:port[/prefix] or env:// (default: a fresh file store)')
+  @IsOptional()
+  @IsString()
+  rendezvous?: string;
+  @Flag('<name>', 'auto, single or ddp (auto: ddp with more than one rank)') @IsIn(['auto', 'single', 'ddp']) strategy: 'auto' | 'single' | 'ddp' = 'auto';
+  /** What makes W ranks equal one process. */
+  @Flag('<bool>', 'batch norm with global-batch statistics across ranks (needed for exactness)') @IsBoolean() syncBatchnorm = true;
+  @Flag('<x>', 'DDP gradient bucket size in MiB') @IsNumber() @IsPositive() bucketCapMb = 25;
+  @Flag('<n>', 'batches per optimizer step (one gradient sync per step)') @IsInt() @Min(1) accumulateGradBatches = 1;
+  @Flag('<bool>', 'drop the incomplete last global batch of an epoch (false: one process only)') @IsBoolean() dropLast = true;
+  @Flag('<seconds>', 'how long a collective waits for the other ranks before failing') @IsNumber() @IsPositive() timeout = 300;
+  @Flag('<n>', 'log training metrics every n steps') @IsInt() @Min(1) logEvery = 10;
+  @Flag('<n>', 'validate (kNN, linear probe) every n epochs; 0 disables') @IsInt() @Min(0) valEvery = 1;
+  @Flag('<n>', 'kNN neighbours') @IsInt() @Min(1) knnK = 20;
+  @Flag('<x>', 'kNN vote temperature') @IsNumber() @IsPositive() knnTemperature = 0.07;
+  @Flag('<n>', 'training images in the kNN memory (0: all)') @IsInt() @Min(0) knnTrainSamples = 10000;
+  @Flag('<n>', 'validation images to evaluate (0: all)') @IsInt() @Min(0) valSamples = 0;
+  @Flag('<n>', 'augmentation worker threads (0: none)') @IsInt() @Min(0) @Max(64) workers = 1;
 
-  /** `wandb`: mirror the run to Weights & Biases too (the run directory is always written). */
-  @IsIn(['local', 'wandb']) logger: 'local' | 'wandb' = 'local';
-  /** W&B project (implies `logger: wandb`); default WANDB_PROJECT, else `ssl-zoo-<dataset>`. */
-  @IsOptional() @IsString() wandbProject?: string;
-  /** W&B user or team; default WANDB_ENTITY, else the API key's default entity. */
-  @IsOptional() @IsString() wandbEntity?: string;
-  /** W&B run name; default `<method>-<backbone>-<dataset>-seed<seed>`. */
-  @IsOptional() @IsString() wandbName?: string;
-  /** W&B group; default `<method>-<backbone>-<dataset>`. */
-  @IsOptional() @IsString() wandbGroup?: string;
-  /** Extra W&B tags, comma-separated (or a YAML list); method, backbone and dataset are always tags. */
-  @IsOptional() @IsString({ each: true }) wandbTags?: string | string[];
-  /** `offline`: local only, upload later with `ssl-train wandb-sync`; default WANDB_MODE, else online. */
-  @IsOptional() @IsIn(['online', 'offline', 'disabled']) wandbMode?: 'online' | 'offline' | 'disabled';
+  @Flag('<name>', 'local (the run directory) or wandb (Weights & Biases too; the run directory is always written)')
+  @IsIn(['local', 'wandb'])
+  logger: 'local' | 'wandb' = 'local';
+  @Flag('<name>', 'W&B project, implies --logger wandb (default: WANDB_PROJECT, else ssl-zoo-<dataset>)') @IsOptional() @IsString() wandbProject?: string;
+  @Flag('<name>', "W&B user or team (default: WANDB_ENTITY, else the API key's)") @IsOptional() @IsString() wandbEntity?: string;
+  @Flag('<name>', 'W&B run name (default: <method>-<backbone>-<dataset>-seed<seed>)') @IsOptional() @IsString() wandbName?: string;
+  @Flag('<name>', 'W&B group (default: <method>-<backbone>-<dataset>)') @IsOptional() @IsString() wandbGroup?: string;
+  /** Comma-separated as a flag, or a YAML list. */
+  @Flag('<a,b>', 'extra W&B tags (method, backbone and dataset always are)') @IsOptional() @IsString({ each: true }) wandbTags?: string | string[];
+  @Flag('<mode>', 'online, offline (upload later: ssl-train wandb-sync RUN_DIR) or disabled (default: WANDB_MODE, else online)')
+  @IsOptional()
+  @IsIn(['online', 'offline', 'disabled'])
+  wandbMode?: 'online' | 'offline' | 'disabled';
 }
 
 export type TrainConfigInput = Partial<Record<keyof TrainConfig, unknown>>;
 
 /** The config keys (camelCase). */
 export const CONFIG_KEYS = Object.keys(new TrainConfig());
+
+/** The flags of the config fields, in the order of the help; descriptions are built now. */
+export function trainFlags(): FlagSpec[] {
+  const validators = getMetadataStorage().getTargetValidationMetadatas(TrainConfig, '', true, false);
+  const has = (key: string, name: string) => validators.some((m) => m.propertyName === key && m.name === name);
+  const inferKind = (key: string): FlagKind => (has(key, 'isInt') || has(key, 'isNumber') ? 'number' : has(key, 'isBoolean') ? 'boolean' : 'string');
+  return FLAG_DECLARATIONS.map((d) => ({
+    key: d.key as FlagSpec['key'],
+    name: d.name ?? toKebab(d.key),
+    placeholder: d.placeholder,
+    description: typeof d.description === 'function' ? d.description() : d.description,
+    kind: d.kind ?? inferKind(d.key),
+  }));
+}
 
 /** `batch_size` or `batch-size` -> `batchSize`. */
 export function toCamel(key: string): string {
