@@ -68,6 +68,7 @@ async function processGroup(worker: WorkerEnv | undefined, timeoutMs: number): P
 }
 
 interface StepResult {
+  /** The loss: mean over the step's micro-batches and over ranks. */
   loss: number;
   /** The gradients the optimizer applied, by parameter name. */
   grads: Record<string, Float32Array>;
@@ -200,15 +201,14 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
     return out;
   };
   const results: VerifyStep[] = [];
-  let initialState: Record<string, Float32Array | Int32Array> = {};
+  const initialState = reference ? stateArrays(reference.method) : {};
+  // The one-process and W-rank states before the current step (each step's result is the next one's start).
+  let before = { one: initialState, ranks: reference ? stateArrays(distributed) : {} };
   try {
     for (let s = 0; s < steps; s++) {
       const progress = { epoch: Math.floor((s * accumulate) / perEpoch), step: s + 1, batchInEpoch: 0, totalSteps: steps };
-      if (s === 0 && reference) initialState = stateArrays(reference.method);
-      const stateBefore = options.dump && reference ? { one: stateArrays(reference.method), ranks: stateArrays(distributed) } : undefined;
       const ddpOut = step(ddpTask, ddpOptimizer, await stepBatches(ddpLoader, s), strategy);
       ddpTask.onTrainBatchEnd(progress);
-      const meanLoss = ddpOut.loss;
       if (!reference || !referenceLoader) continue;
       const batches = await stepBatches(referenceLoader, s);
       const run = (r: OneProcessRun, b: MultiViewBatch[]) => {
@@ -223,16 +223,17 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
           batches.map((b, j) => twinBatch(b, ((s + 1) * ROUNDOFF_TWINS + t) * accumulate + j)),
         ),
       );
-      if (options.dump && stateBefore) dumpStep(join(options.dump, `step-${s + 1}`), stateBefore, batches[0]!, refOut, ddpOut, meanLoss, reference.method);
+      const ranksAfter = stateArrays(distributed);
+      if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
       const lossRoundoff = roundoff((o) => scalarDifference(o.loss, refOut.loss));
       const gradientsRoundoff = roundoff((o) => gradientDifference(o.grads, refOut.grads).value);
       const parametersRoundoff = roundoff((o) => stateDifference(o.state, refOut.state, initialState).value);
       const gradients = gradientDifference(ddpOut.grads, refOut.grads);
-      const parameters = stateDifference(stateArrays(distributed), refOut.state, initialState);
+      const parameters = stateDifference(ranksAfter, refOut.state, initialState);
       results.push({
         step: s + 1,
-        loss: scalarDifference(meanLoss, refOut.loss),
+        loss: scalarDifference(ddpOut.loss, refOut.loss),
         gradients: gradients.value,
         parameters: parameters.value,
         gradientsTensor: gradients.tensor,
@@ -241,6 +242,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         gradientsBound: roundoffBound(gradientsRoundoff, roundoffFactor, tolerance),
         parametersBound: roundoffBound(parametersRoundoff, roundoffFactor, tolerance),
       });
+      before = { one: refOut.state, ranks: ranksAfter };
     }
   } finally {
     await ddpLoader.close();
@@ -273,7 +275,6 @@ function dumpStep(
   batch: MultiViewBatch,
   reference: StepResult,
   distributed: StepResult,
-  distributedLoss: number,
   method: BaseMethod,
 ): void {
   const shapes = Object.fromEntries(Object.entries(method.stateDict()).map(([name, t]) => [name, t.shape]));
@@ -284,7 +285,7 @@ function dumpStep(
   writeNpy(join(dir, 'labels.npy'), Int32Array.from(batch.labels), [batch.labels.length]);
   for (const [name, g] of Object.entries(reference.grads)) writeNpy(join(dir, 'grads-1', `${name}.npy`), g, shapes[name]!);
   for (const [name, g] of Object.entries(distributed.grads)) writeNpy(join(dir, 'grads-W', `${name}.npy`), g, shapes[name]!);
-  writeFileSync(join(dir, 'losses.json'), `${JSON.stringify({ oneProcess: reference.loss, ranks: distributedLoss })}\n`);
+  writeFileSync(join(dir, 'losses.json'), `${JSON.stringify({ oneProcess: reference.loss, ranks: distributed.loss })}\n`);
 }
 
 /** A readable table of a {@link VerifyResult}. */
