@@ -203,10 +203,26 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
   }
   const methodArgs = { ...((fromFile.methodArgs as Record<string, number>) ?? {}), ...((opts.methodArg as Record<string, number>) ?? {}) };
   const config = buildConfig({ ...fromFile, ...merged, methodArgs });
+  roundDefaultBatchSize(config, command.getOptionValueSource('batchSize') !== 'default' || 'batchSize' in fromFile);
   // Whatever the number of devices: a flag that cannot work is an error, not ignored.
   if (config.rendezvous !== undefined) checkRendezvousFlag(config.rendezvous);
   checkGpuBackend(config);
   return config;
+}
+
+/**
+ * The default global batch (256) split over 3, 5, ... ranks: rounded down to a multiple of
+ * the world size (said once, by the launching process), so `--devices 3` works with the
+ * defaults. A batch size the user gave is never changed (a non-multiple is an error later).
+ */
+function roundDefaultBatchSize(config: TrainConfig, explicit: boolean): void {
+  const ranks = (config.gpus ?? config.devices) * config.numNodes;
+  const rounded = Math.floor(config.batchSize / ranks) * ranks;
+  if (explicit || config.batchSize % ranks === 0 || rounded < ranks) return;
+  if (!workerEnv()) {
+    process.stderr.write(`ssl-train: note: the default batch size ${config.batchSize} is not a multiple of ${ranks} ranks; using ${rounded} (the lr scales with it)\n`);
+  }
+  config.batchSize = rounded;
 }
 
 /** Runs the CLI; returns the exit code (0 ok, 1 failed run or internal failure, 2 user error). */

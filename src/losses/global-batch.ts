@@ -17,7 +17,8 @@
  */
 import { allGather, allReduceSum } from '../distributed/collectives.js';
 import { jobWorldSize, scopedProcessGroup, type ProcessGroup } from '../core/process-group.js';
-import type { tf } from '../core/tf.js';
+import { detach } from '../core/ops.js';
+import { tf } from '../core/tf.js';
 
 /** Where this rank's rows sit in the global batch. */
 export interface BatchLayout {
@@ -81,4 +82,17 @@ export function gatherRows(x: tf.Tensor2D, layout: BatchLayout): tf.Tensor2D {
 export function sumOverRanks<T extends tf.Tensor>(x: T, layout: BatchLayout): T {
   if (layout.worldSize === 1) return x;
   return allReduceSum(x, layout.group) as T;
+}
+
+/**
+ * Rows of every rank concatenated in rank order, as constants (no gradient flows back):
+ * `[B, D]` float32 or `[B]` int32 (exact for |values| < 2^24) `-> [N, D]` / `[N]`. One
+ * all-gather; world size 1: `x` itself, detached.
+ */
+export function gatherConstantRows(x: tf.Tensor, layout: BatchLayout): tf.Tensor {
+  if (layout.worldSize === 1 || !layout.group) return detach(x);
+  const values = Float32Array.from(x.dataSync());
+  const gathered = layout.group.allGather(values);
+  const shape = [layout.worldSize * x.shape[0], ...x.shape.slice(1)];
+  return x.dtype === 'int32' ? tf.tensor(Int32Array.from(gathered), shape, 'int32') : tf.tensor(gathered, shape, 'float32');
 }

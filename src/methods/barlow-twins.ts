@@ -18,6 +18,7 @@ export class BarlowTwins extends BaseMethod {
     scaleLoss: { kind: 'float', default: 0.1, gt: 0, description: 'factor applied to the whole loss' },
   });
   declare readonly args: ArgValues<typeof BarlowTwins.args>;
+  static override readonly paper = 'Zbontar et al. 2021, "Barlow Twins: Self-Supervised Learning via Redundancy Reduction"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 };
   static override readonly viewRecipe = 'barlow' as const;
 

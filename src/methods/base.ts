@@ -6,7 +6,9 @@ import { BatchNorm, LayerNorm, Linear, type NormKind } from '../core/layers.js';
 import type { Layer } from '../core/module.js';
 import type { Backbone } from '../backbones/index.js';
 import { jobWorldSize, withProcessGroup, type ProcessGroup } from '../core/process-group.js';
+import type { ViewRecipe } from '../data/augment/recipes.js';
 import { defineArgs, type ArgSpecs } from './args.js';
+import { FeatureQueue } from './queue.js';
 
 /**
  * Numeric hyperparameters of a method (`temperature`, `projHiddenDim`, ...), as declared by
@@ -88,8 +90,12 @@ export abstract class BaseMethod extends Module {
   static readonly args: ArgSpecs = defineArgs({});
   /** Optimizer recipe of the method. */
   static readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 };
-  /** The augmentation recipe: `simclr` (two identical views), `byol` or `barlow` (asymmetric blur/solarisation). */
-  static readonly viewRecipe: 'simclr' | 'byol' | 'barlow' = 'simclr';
+  /** The augmentation recipe (see `viewsFor`): `simclr` (two identical views), `byol` or `barlow` (asymmetric blur/solarisation), ... */
+  static readonly viewRecipe: ViewRecipe = 'simclr';
+  /** The paper, as `Authors Year, "Title"` (listed by `ssl-train methods`). */
+  static readonly paper: string = '';
+  /** Whether the objective itself uses the labels (supervised methods such as SupCon); such methods refuse unlabelled data. */
+  static readonly needsLabels: boolean = false;
 
   readonly backbone: Backbone;
   readonly classifier: Linear;
@@ -133,16 +139,21 @@ export abstract class BaseMethod extends Module {
    */
   abstract embed(features: Tensor[], views: Tensor[]): Tensor[];
 
-  /** The part of the loss that couples samples, from {@link embed}'s output (`[B, D]` each). */
-  abstract embeddingLoss(embeddings: Tensor[]): SslLossOutput;
+  /**
+   * The part of the loss that couples samples, from {@link embed}'s output (`[B, D]` each).
+   * `labels` `[B]` int32 are the batch's labels: only methods that declare
+   * {@link BaseMethod.needsLabels} may use them in the objective (and queues may keep them
+   * for logging).
+   */
+  abstract embeddingLoss(embeddings: Tensor[], labels: Tensor): SslLossOutput;
 
   /**
    * The method's objective: {@link embeddingLoss} of {@link embed}. A subclass may override
    * this instead of the two parts, but then the gradient cache cannot split it. Runs with
    * the group scoped, like {@link coupledLoss}.
    */
-  protected sslLoss(features: Tensor[], views: Tensor[]): SslLossOutput {
-    return this.embeddingLoss(this.embed(features, views));
+  protected sslLoss(features: Tensor[], views: Tensor[], labels: Tensor): SslLossOutput {
+    return this.embeddingLoss(this.embed(features, views), labels);
   }
 
   /**
@@ -150,8 +161,8 @@ export abstract class BaseMethod extends Module {
    * gather over that group without being passed it. In a multi-rank job, a method that was
    * never set up is an error, not a silently local loss.
    */
-  coupledLoss(embeddings: Tensor[]): SslLossOutput {
-    return this.inGroup(() => this.embeddingLoss(embeddings));
+  coupledLoss(embeddings: Tensor[], labels: Tensor): SslLossOutput {
+    return this.inGroup(() => this.embeddingLoss(embeddings, labels));
   }
 
   private inGroup<T>(fn: () => T): T {
@@ -187,7 +198,7 @@ export abstract class BaseMethod extends Module {
    */
   trainingStep(views: Tensor[], labels: Tensor): StepOutput {
     const features = views.map((v) => this.features(v));
-    const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views));
+    const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views, labels));
     const classifier = this.classifierTerms(features, labels);
     const total = tf.add(sslLoss, classifier.class_loss) as Scalar;
     const metrics: Record<string, Scalar> = { loss: sslLoss, ...classifier, ...terms };
@@ -213,8 +224,19 @@ export abstract class BaseMethod extends Module {
     ];
   }
 
-  /** Called after every optimizer step (momentum methods update their target here). */
-  onTrainBatchEnd(_info: StepInfo): void {}
+  /**
+   * Called after every optimizer step: writes the rows the step's losses pushed into the
+   * method's queues (see {@link FeatureQueue}). Momentum methods also update their target
+   * here; an override calls `super.onTrainBatchEnd(info)`.
+   */
+  onTrainBatchEnd(_info: StepInfo): void {
+    for (const [, queue] of this.queues()) queue.flush();
+  }
+
+  /** The method's queues with their dotted names (their state is compared by `verify`). */
+  queues(): Array<[string, FeatureQueue]> {
+    return this.namedModules().filter((entry): entry is [string, FeatureQueue] => entry[1] instanceof FeatureQueue);
+  }
 
   /** Values to log after each step besides the loss terms (e.g. the EMA tau). */
   stepLogs(): Record<string, number> {

@@ -21,6 +21,7 @@ export class BYOL extends MomentumMethod {
     predHiddenDim: { kind: 'int', default: 4096, ge: 1, description: 'hidden width of the predictor' },
   });
   declare readonly args: ArgValues<typeof BYOL.args>;
+  static override readonly paper = 'Grill et al. 2020, "Bootstrap Your Own Latent: A New Approach to Self-Supervised Learning"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 1.0, classifierLr: 0.1, weightDecay: 1e-5 };
   static override readonly viewRecipe = 'byol' as const;
 

@@ -59,7 +59,7 @@ export function gradCacheGradients(method: BaseMethod, views: Tensor[], labels: 
   const lossGradients = (lastEmbeddings: Tensor[]): void => {
     const embeddings = lastEmbeddings.map((e, k) => tf.concat([...cached.map((c) => c[k]), e], 0));
     const { value, grads } = tf.valueAndGrads((...inputs: Tensor[]) => {
-      const out = method.coupledLoss(inputs);
+      const out = method.coupledLoss(inputs, labels);
       for (const [name, t] of Object.entries(out.terms ?? {})) metrics[name] = t.dataSync()[0];
       return out.loss;
     })(embeddings);

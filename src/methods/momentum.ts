@@ -54,6 +54,7 @@ export abstract class MomentumMethod extends BaseMethod {
    * continues the same schedule.
    */
   override onTrainBatchEnd(info: StepInfo): void {
+    super.onTrainBatchEnd(info);
     const tau = cosineTau(this.args.baseTau, this.args.finalTau, info.step - 1, info.totalSteps);
     tf.tidy(() => {
       for (const [online, target] of this.momentumPairs()) {

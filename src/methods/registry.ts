@@ -1,4 +1,5 @@
 import { invalidValue } from '../core/errors.js';
+import type { ViewRecipe } from '../data/augment/recipes.js';
 import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
 import { BarlowTwins } from './barlow-twins.js';
@@ -11,7 +12,9 @@ export interface MethodClass {
   /** Its hyperparameters, declared with `defineArgs`. */
   readonly args: ArgSpecs;
   readonly optimDefaults: OptimDefaults;
-  readonly viewRecipe: 'simclr' | 'byol' | 'barlow';
+  readonly viewRecipe: ViewRecipe;
+  readonly paper: string;
+  readonly needsLabels: boolean;
 }
 
 const registry = new Map<string, MethodClass>();
@@ -53,15 +56,23 @@ export function resolveMethodArgs(name: string, overrides: MethodArgs): MethodAr
 }
 
 /**
- * The hyperparameters of registered methods (all, or those named) as text: per method a
- * `name (ClassName)` line, then one line per argument with its kind, default, allowed
- * range and description. Unknown names are user errors.
+ * The registered methods (all, or those named) as text: per method a `name (ClassName)`
+ * line, its paper, its default recipe (optimizer, lr and weight decay per 256 samples,
+ * augmentation), whether it needs labels, then one line per hyperparameter with its kind,
+ * default, allowed range and description. Unknown names are user errors.
  */
 export function describeMethods(names: readonly string[] = methodNames()): string {
   return names
     .map((name) => {
       const cls = getMethodClass(name);
-      return [`${name} (${cls.name})`, ...formatArgs(cls.args)].join('\n');
+      const o = cls.optimDefaults;
+      return [
+        `${name} (${cls.name})`,
+        `  paper:  ${cls.paper || '(not given)'}`,
+        `  recipe: ${o.optimizer}, lr ${o.lr}, classifier lr ${o.classifierLr}, weight decay ${o.weightDecay}; views '${cls.viewRecipe}'`,
+        `  labels: ${cls.needsLabels ? 'needed (the objective is supervised)' : 'not used by the objective (only by the online classifier and kNN)'}`,
+        ...formatArgs(cls.args),
+      ].join('\n');
     })
     .join('\n\n');
 }

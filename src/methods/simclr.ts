@@ -15,6 +15,7 @@ export class SimCLR extends BaseMethod {
     temperature: { kind: 'float', default: 0.2, gt: 0, description: 'softmax temperature of NT-Xent' },
   });
   declare readonly args: ArgValues<typeof SimCLR.args>;
+  static override readonly paper = 'Chen et al. 2020, "A Simple Framework for Contrastive Learning of Visual Representations"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4 };
 
   /** `[B, F] -> [B, projOutputDim]`. */

@@ -39,6 +39,8 @@ export interface VerifyStep {
   lossBound: number;
   gradientsBound: number;
   parametersBound: number;
+  /** The queues' state (rows, labels, pointer; relative to how far the steps moved it), for methods with queues. */
+  queues?: { value: number; bound: number; tensor: string };
 }
 
 export interface VerifyResult {
@@ -104,8 +106,23 @@ function step(task: SslTask, optimizer: TrainerOptimizer, batches: MultiViewBatc
   return { loss: reduced.loss, grads };
 }
 
-function stateArrays(method: BaseMethod): Record<string, Float32Array | Int32Array> {
+type StateArrays = Record<string, Float32Array | Int32Array>;
+
+function stateArrays(method: BaseMethod): StateArrays {
   return Object.fromEntries(Object.entries(method.stateDict()).map(([name, t]) => [name, t.dataSync() as Float32Array | Int32Array]));
+}
+
+/**
+ * `state` split into the queues' entries (names under one of `method`'s queues) and the rest
+ * (parameters and other buffers): a queue's rows move by O(1) when written, which would drown
+ * the parameters' differences if both were measured in one norm.
+ */
+function splitQueues(method: BaseMethod, state: StateArrays): { queues: StateArrays; rest: StateArrays } {
+  const prefixes = method.queues().map(([name]) => `${name}.`);
+  const queues: StateArrays = {};
+  const rest: StateArrays = {};
+  for (const [name, values] of Object.entries(state)) (prefixes.some((p) => name.startsWith(p)) ? queues : rest)[name] = values;
+  return { queues, rest };
 }
 
 function firstBatch(loader: MultiViewLoader, epoch: number, index: number): Promise<MultiViewBatch> {
@@ -115,15 +132,21 @@ function firstBatch(loader: MultiViewLoader, epoch: number, index: number): Prom
   })();
 }
 
-/** A round-off twin's input: `batch` with its samples in an order keyed by `key` and every value moved by one ulp. */
-function twinBatch(batch: MultiViewBatch, key: number): MultiViewBatch {
+/**
+ * A round-off twin's input: `batch` with its samples in an order keyed by `key` (sample i of
+ * the twin's batch is sample `order[i]` of `batch`) and every value moved by one ulp.
+ */
+function twinBatch(batch: MultiViewBatch, key: number): { batch: MultiViewBatch; order: Int32Array } {
   const order = Rng.keyed(key).permutation(batch.labels.length);
   const permute = <T extends Float32Array | Int32Array>(values: T) => permuteRows(values, order);
   return {
-    ...batch,
-    views: batch.views.map((v, i) => perturbByOneUlp(permute(v), key * 16 + i)),
-    labels: permute(batch.labels),
-    indices: permute(batch.indices),
+    batch: {
+      ...batch,
+      views: batch.views.map((v, i) => perturbByOneUlp(permute(v), key * 16 + i)),
+      labels: permute(batch.labels),
+      indices: permute(batch.indices),
+    },
+    order,
   };
 }
 
@@ -211,26 +234,35 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
       ddpTask.onTrainBatchEnd(progress);
       if (!reference || !referenceLoader) continue;
       const batches = await stepBatches(referenceLoader, s);
-      const run = (r: OneProcessRun, b: MultiViewBatch[]) => {
+      const run = (r: OneProcessRun, b: MultiViewBatch[], orders?: Int32Array[]) => {
         const out = step(r.task, r.optimizer, b, single);
         r.task.onTrainBatchEnd(progress);
+        // A twin's queues got its samples in its order: put them in the reference's.
+        if (orders) for (const [, queue] of r.method.queues()) queue.reorderLastWrites(orders);
         return { ...out, state: stateArrays(r.method) };
       };
       const refOut = run(reference, batches);
-      const twinOuts = twins.map((twin, t) =>
-        run(
+      const twinOuts = twins.map((twin, t) => {
+        const inputs = batches.map((b, j) => twinBatch(b, ((s + 1) * ROUNDOFF_TWINS + t) * accumulate + j));
+        return run(
           twin,
-          batches.map((b, j) => twinBatch(b, ((s + 1) * ROUNDOFF_TWINS + t) * accumulate + j)),
-        ),
-      );
+          inputs.map((i) => i.batch),
+          inputs.map((i) => i.order),
+        );
+      });
       const ranksAfter = stateArrays(distributed);
       if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
+      const split = (state: StateArrays) => splitQueues(reference.method, state);
+      const [refState, startState] = [split(refOut.state), split(initialState)];
       const lossRoundoff = roundoff((o) => scalarDifference(o.loss, refOut.loss));
       const gradientsRoundoff = roundoff((o) => gradientDifference(o.grads, refOut.grads).value);
-      const parametersRoundoff = roundoff((o) => stateDifference(o.state, refOut.state, initialState).value);
+      const parametersRoundoff = roundoff((o) => stateDifference(split(o.state).rest, refState.rest, startState.rest).value);
       const gradients = gradientDifference(ddpOut.grads, refOut.grads);
-      const parameters = stateDifference(ranksAfter, refOut.state, initialState);
+      const parameters = stateDifference(split(ranksAfter).rest, refState.rest, startState.rest);
+      const hasQueues = Object.keys(refState.queues).length > 0;
+      const queues = hasQueues ? stateDifference(split(ranksAfter).queues, refState.queues, startState.queues) : undefined;
+      const queuesRoundoff = hasQueues ? roundoff((o) => stateDifference(split(o.state).queues, refState.queues, startState.queues).value) : 0;
       results.push({
         step: s + 1,
         loss: scalarDifference(ddpOut.loss, refOut.loss),
@@ -241,6 +273,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         lossBound: roundoffBound(lossRoundoff, roundoffFactor, tolerance),
         gradientsBound: roundoffBound(gradientsRoundoff, roundoffFactor, tolerance),
         parametersBound: roundoffBound(parametersRoundoff, roundoffFactor, tolerance),
+        queues: queues && { value: queues.value, bound: roundoffBound(queuesRoundoff, roundoffFactor, tolerance), tensor: queues.tensor },
       });
       before = { one: refOut.state, ranks: ranksAfter };
     }
@@ -258,7 +291,14 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   if (!reference) return undefined;
   const ratio = (d: number, b: number) => (Number.isNaN(d) ? Infinity : d / b);
   const worst = Math.max(
-    ...results.map((r) => Math.max(ratio(r.loss, r.lossBound), ratio(r.gradients, r.gradientsBound), ratio(r.parameters, r.parametersBound))),
+    ...results.map((r) =>
+      Math.max(
+        ratio(r.loss, r.lossBound),
+        ratio(r.gradients, r.gradientsBound),
+        ratio(r.parameters, r.parametersBound),
+        r.queues ? ratio(r.queues.value, r.queues.bound) : 0,
+      ),
+    ),
   );
   return { worldSize, steps: results, worst, tolerance, roundoffFactor, passed: worst <= 1 };
 }
@@ -292,13 +332,15 @@ function dumpStep(
 export function formatVerifyResult(result: VerifyResult, method: string): string {
   const e = (x: number) => x.toExponential(2);
   const cell = (d: number, b: number) => `${e(d)} / ${e(b)}`.padEnd(21);
+  const queues = result.steps.some((s) => s.queues);
   const lines = [
     `verify ${method}: ${result.worldSize} rank(s) vs one process on the same global batch`,
     `relative difference / its bound (${result.roundoffFactor} x the measured float32 round-off, at least ${e(result.tolerance)}); gradients and parameters in norm over all tensors`,
-    `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} ${'parameters'.padEnd(21)} largest share (gradients; parameters)`,
+    `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} ${'parameters'.padEnd(21)} ${queues ? `${'queues'.padEnd(21)} ` : ''}largest share (gradients; parameters${queues ? '; queues' : ''})`,
     ...result.steps.map(
       (s) =>
-        `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${cell(s.parameters, s.parametersBound)} ${s.gradientsTensor}; ${s.parametersTensor}`,
+        `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${cell(s.parameters, s.parametersBound)} ` +
+        `${s.queues ? `${cell(s.queues.value, s.queues.bound)} ` : ''}${s.gradientsTensor}; ${s.parametersTensor}${s.queues ? `; ${s.queues.tensor}` : ''}`,
     ),
     `${result.passed ? 'PASSED' : 'FAILED'}: the worst difference is ${result.worst.toFixed(2)} of its bound`,
   ];

@@ -12,9 +12,13 @@ function assertListed(text: string, method: string, args: ArgSpecs): void {
   const lines = text.split('\n');
   const start = lines.findIndex((l) => l.startsWith(`${method} (`));
   assert.ok(start >= 0, `${method} listed in:\n${text}`);
-  assert.match(lines[start + 1], /^\s+name\s+kind\s+default\s+range\s+description$/);
+  assert.match(lines[start + 1], /^ {2}paper: {2}\S/);
+  assert.match(lines[start + 2], /^ {2}recipe: (sgd|lars|adamw), lr \S+, classifier lr \S+, weight decay \S+; views '\w+'$/);
+  assert.match(lines[start + 3], /^ {2}labels: (needed|not used)/);
+  const header = start + 4;
+  assert.match(lines[header], /^\s+name\s+kind\s+default\s+range\s+description$/);
   Object.entries(args).forEach(([name, spec], i) => {
-    assert.deepEqual(lines[start + 2 + i].trim().split(/\s{2,}/), [name, spec.kind, String(spec.default), describeRange(spec), spec.description]);
+    assert.deepEqual(lines[header + 1 + i].trim().split(/\s{2,}/), [name, spec.kind, String(spec.default), describeRange(spec), spec.description]);
   });
 }
 

@@ -102,11 +102,14 @@ export function evalTransform(dataset: ImageDataset, cropSize?: number, stats?: 
   return { cropSize: S, resizeSize: S, mean, std };
 }
 
+/** The names of the augmentation recipes (a method's `static viewRecipe`). */
+export type ViewRecipe = 'simclr' | 'byol' | 'barlow';
+
 /**
  * The views of a recipe name (a method's `static viewRecipe`) for `dataset`, with the
  * recipe's defaults: 'byol' and 'barlow' give theirs, any other name SimCLR's.
  */
-export function viewsFor(recipe: string, dataset: ImageDataset): ViewAugmentation[] {
+export function viewsFor(recipe: ViewRecipe, dataset: ImageDataset): ViewAugmentation[] {
   switch (recipe) {
     case 'byol':
       return byolViews(dataset);

@@ -1,0 +1,178 @@
+import { Module } from '../core/module.js';
+import { detach, l2NormalizeRows } from '../core/ops.js';
+import type { Rng } from '../core/random.js';
+import { tf, type Tensor, type Tensor1D, type Tensor2D, type Variable } from '../core/tf.js';
+import { batchLayout, gatherConstantRows } from '../losses/global-batch.js';
+
+/** Options of a {@link FeatureQueue}. */
+export interface FeatureQueueOptions {
+  /** Separate banks, one per view (MoCo keeps the keys of each view apart). Default 1. */
+  views?: number;
+  /** Also keep the label of every row (`-1` until written), e.g. for a nearest-neighbour accuracy. */
+  labels?: boolean;
+  /** Draws the initial rows. */
+  rng: Rng;
+}
+
+/** Where one flush wrote a block of rows: slots `start, start+1, ...` modulo the queue size. */
+export interface QueueWrite {
+  start: number;
+  count: number;
+}
+
+/**
+ * A first-in-first-out bank of K past embeddings (MoCo's queue of keys, NNCLR's support
+ * set), the one place a method keeps features across steps.
+ *
+ * Exactness under data parallelism: {@link push} gathers the rows of every rank in rank
+ * order (which is the one-process global batch's order, see DistributedSampler), so the
+ * queue written on every rank is the queue one process writes; rows are written at the
+ * pointer and wrap around. The bank, its labels and the pointer are buffers: saved in
+ * checkpoints, restored on resume, compared by `verify`, and initialised from the method's
+ * seeded generator (random L2-normalised rows, as solo-learn), so identical on every rank.
+ *
+ * Rows pushed during a step's loss are written by {@link flush} after the optimizer step
+ * (BaseMethod does it), never while the gradient tape may still read the bank; with
+ * `--accumulate-grad-batches n` the n micro-batches are written in order after the step.
+ */
+export class FeatureQueue extends Module {
+  /** K: rows per view. */
+  readonly size: number;
+  /** D: width of a row. */
+  readonly dim: number;
+  readonly views: number;
+  /** `[views, K, D]` float32. */
+  private readonly bank: Variable;
+  /** `[K]` int32, `-1` where nothing was written yet (only with `labels`). */
+  private readonly labelBank: Variable | undefined;
+  /** `[1]` int32: the next slot to write. */
+  private readonly pointer: Variable;
+  private pending: Array<{ rows: Tensor2D[]; labels?: Tensor1D }> = [];
+  /** The blocks the last {@link flush} wrote, in order. */
+  lastWrites: QueueWrite[] = [];
+
+  constructor(size: number, dim: number, options: FeatureQueueOptions) {
+    super();
+    if (!(Number.isInteger(size) && size >= 1)) throw new Error(`FeatureQueue: size must be an integer >= 1, got ${size}`);
+    this.size = size;
+    this.dim = dim;
+    this.views = options.views ?? 1;
+    const initial = tf.tidy(() => {
+      const draws = tf.tensor2d(options.rng.normalArray(this.views * size * dim, 0, 1), [this.views * size, dim]);
+      return tf.reshape(l2NormalizeRows(draws), [this.views, size, dim]);
+    });
+    this.bank = this.addBuffer('bank', initial);
+    this.labelBank = options.labels ? this.addBuffer('labels', tf.fill([size], -1, 'int32')) : undefined;
+    this.pointer = this.addBuffer('pointer', tf.zeros([1], 'int32'));
+  }
+
+  /** The rows of `view`, `[K, D]` (a constant: no gradient flows into the queue). */
+  rows(view = 0): Tensor2D {
+    return tf.tidy(() => tf.reshape(tf.slice(this.bank, [view, 0, 0], [1, this.size, this.dim]), [this.size, this.dim]));
+  }
+
+  /** The labels of the rows, `[K]` int32 (`-1`: not written yet). */
+  labels(): Tensor1D {
+    if (!this.labelBank) throw new Error('FeatureQueue: created without labels');
+    return this.labelBank.clone() as Tensor1D;
+  }
+
+  /** The slot the next row is written to. */
+  get position(): number {
+    return this.pointer.dataSync()[0];
+  }
+
+  /**
+   * Queues the rows of this step for writing: `rows` one `[B, D]` per view (detached),
+   * `labels` `[B]` when the queue keeps labels. The rows of every rank are gathered in rank
+   * order over the process group the method's loss runs in (`[N, D]`, N = W·B); call it
+   * from the method's `embeddingLoss`. Written by {@link flush}.
+   */
+  push(rows: Tensor[], labels?: Tensor): void {
+    if (rows.length !== this.views) throw new Error(`FeatureQueue.push: ${rows.length} view(s) given, the queue has ${this.views}`);
+    if (rows.some((r) => r.rank !== 2 || r.shape[1] !== this.dim || r.shape[0] !== rows[0].shape[0])) {
+      throw new Error(`FeatureQueue.push: every view must be [B, ${this.dim}], got ${rows.map((r) => `[${r.shape.join(', ')}]`).join(', ')}`);
+    }
+    if (this.labelBank && !labels) throw new Error('FeatureQueue.push: this queue keeps labels; pass them');
+    const layout = batchLayout('FeatureQueue.push', rows[0].shape[0], undefined);
+    const gathered = rows.map((r) => tf.keep(gatherConstantRows(detach(r) as Tensor2D, layout) as Tensor2D));
+    const gatheredLabels = this.labelBank && labels ? tf.keep(gatherConstantRows(tf.cast(labels, 'int32'), layout) as Tensor1D) : undefined;
+    this.pending.push({ rows: gathered, labels: gatheredLabels });
+  }
+
+  /**
+   * Writes the pushed rows at the pointer, block after block in push order, wrapping
+   * around at K; the oldest rows are overwritten. A block of more than K rows keeps its
+   * last K. Records the slots written in {@link lastWrites}.
+   */
+  flush(): void {
+    this.lastWrites = [];
+    for (const { rows, labels } of this.pending) {
+      const n = rows[0].shape[0];
+      const skip = Math.max(0, n - this.size);
+      const start = (this.position + skip) % this.size;
+      const slots = Int32Array.from({ length: n - skip }, (_, i) => (start + i) % this.size);
+      tf.tidy(() => {
+        const written = tf.stack(rows.map((r) => tf.slice(r, skip, n - skip))); // [views, n', D]
+        this.bank.assign(scatterRows(this.bank, slots, written, 1));
+        if (this.labelBank && labels) this.labelBank.assign(scatterRows(this.labelBank, slots, tf.slice(labels, skip, n - skip), 0));
+        this.pointer.assign(tf.tensor1d([(start + n - skip) % this.size], 'int32'));
+      });
+      this.lastWrites.push({ start, count: n - skip });
+      tf.dispose([...rows, ...(labels ? [labels] : [])]);
+    }
+    this.pending = [];
+  }
+
+  /**
+   * The nearest row of `view` to each row of `z` `[B, D]` by inner product (solo-learn's
+   * `find_nn`; with normalised rows, cosine): their slots `[B]` int32 and the rows `[B, D]`
+   * (constants).
+   */
+  nearest(z: Tensor2D, view = 0): { index: Tensor1D; rows: Tensor2D } {
+    return tf.tidy(() => {
+      const bank = this.rows(view);
+      const index = tf.argMax(tf.matMul(detach(z), bank, false, true), 1) as Tensor1D;
+      return { index, rows: tf.gather(bank, index) as Tensor2D };
+    });
+  }
+
+  /**
+   * Reorders the rows the last {@link flush} wrote: block j's row i moves to the slot of
+   * row `orders[j][i]` of that block (verify's round-off twins see their samples in another
+   * order and put them back, so their queue can be compared with the reference's).
+   */
+  reorderLastWrites(orders: Int32Array[]): void {
+    if (orders.length !== this.lastWrites.length) throw new Error(`FeatureQueue.reorderLastWrites: ${orders.length} orders for ${this.lastWrites.length} blocks`);
+    this.lastWrites.forEach(({ start, count }, j) => {
+      const order = orders[j];
+      if (order.length !== count) throw new Error(`FeatureQueue.reorderLastWrites: block ${j} has ${count} rows, order has ${order.length}`);
+      const from = Int32Array.from({ length: count }, (_, i) => (start + i) % this.size);
+      const to = Int32Array.from(order, (o) => (start + o) % this.size);
+      tf.tidy(() => {
+        this.bank.assign(scatterRows(this.bank, to, tf.gather(this.bank, from, 1), 1));
+        if (this.labelBank) this.labelBank.assign(scatterRows(this.labelBank, to, tf.gather(this.labelBank, from, 0), 0));
+      });
+    });
+  }
+
+  /** Frees the rows pushed and not written, then the buffers. */
+  override dispose(): void {
+    for (const { rows, labels } of this.pending) tf.dispose([...rows, ...(labels ? [labels] : [])]);
+    this.pending = [];
+    super.dispose();
+  }
+}
+
+/** `target` with the entries at `slots` along `axis` (0 or 1) replaced by `values` (same rank, `slots.length` entries along `axis`). */
+function scatterRows(target: Tensor, slots: Int32Array, values: Tensor, axis: 0 | 1): Tensor {
+  const length = target.shape[axis]!;
+  const source = new Int32Array(length).fill(-1);
+  slots.forEach((slot, i) => (source[slot] = i));
+  const keep = Int32Array.from(source, (s) => (s < 0 ? 1 : 0));
+  const pick = Int32Array.from(source, (s) => Math.max(s, 0));
+  const spread = tf.gather(values, pick, axis);
+  const maskShape = target.shape.map((d, i) => (i === axis ? d : 1));
+  const mask = tf.broadcastTo(tf.reshape(tf.cast(tf.tensor1d(keep, 'int32'), 'bool'), maskShape), target.shape);
+  return tf.where(mask, target, spread);
+}
