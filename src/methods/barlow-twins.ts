@@ -1,9 +1,9 @@
-import type { Rng } from '../core/random.js';
 import type { Tensor, Tensor2D } from '../core/tf.js';
-import { Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
+import type { Sequential } from '../core/layers.js';
 import { barlowTwinsLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
-import { BaseMethod, headNorm, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import { mlpHead } from './heads.js';
+import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
 
 /**
  * Barlow Twins (Zbontar et al. 2021): a three-layer projector with batch norm and the
@@ -28,7 +28,10 @@ export class BarlowTwins extends BaseMethod {
   constructor(ctx: MethodContext) {
     super(ctx);
     const { projHiddenDim, projOutputDim } = this.args;
-    this.projector = this.addModule('projector', barlowProjector(this.backbone.featureDim, projHiddenDim, projOutputDim, this.norm, ctx.rng));
+    this.projector = this.addModule(
+      'projector',
+      mlpHead([this.backbone.featureDim, projHiddenDim, projHiddenDim, projOutputDim], { norm: this.norm, rng: ctx.rng }),
+    );
   }
 
   /** Projections of the two views: `[B, projOutputDim]` each. */
@@ -42,17 +45,4 @@ export class BarlowTwins extends BaseMethod {
       embeddings: z1,
     };
   }
-}
-
-/** Linear-Norm-ReLU twice, then Linear (Norm: {@link headNorm}). */
-function barlowProjector(inDim: number, hidden: number, out: number, norm: NormKind, rng: Rng): Sequential {
-  return new Sequential(
-    new Linear(inDim, hidden, { rng }),
-    headNorm(norm, hidden),
-    new ReLU(),
-    new Linear(hidden, hidden, { rng }),
-    headNorm(norm, hidden),
-    new ReLU(),
-    new Linear(hidden, out, { rng }),
-  );
 }

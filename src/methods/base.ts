@@ -2,13 +2,13 @@ import { Module } from '../core/module.js';
 import { detach, l2NormalizeRows } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
-import { BatchNorm, LayerNorm, Linear, type NormKind } from '../core/layers.js';
-import type { Layer } from '../core/module.js';
+import { BatchNorm, Linear, type NormKind } from '../core/layers.js';
 import type { Backbone } from '../backbones/index.js';
 import { jobWorldSize, withProcessGroup, type ProcessGroup } from '../core/process-group.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
 import { defineArgs, type ArgSpecs } from './args.js';
 import { FeatureQueue } from './queue.js';
+export { headNorm } from './heads.js';
 
 /**
  * Numeric hyperparameters of a method (`temperature`, `projHiddenDim`, ...), as declared by
@@ -242,15 +242,6 @@ export abstract class BaseMethod extends Module {
   stepLogs(): Record<string, number> {
     return {};
   }
-}
-
-/**
- * The normalisation of a head's hidden layer of `dim` features: batch norm, or for `group`
- * and `layer` a per-sample LayerNorm over all features (group norm is for feature maps;
- * on a vector, small groups of a few values normalise badly).
- */
-export function headNorm(norm: NormKind, dim: number): Layer {
-  return norm === 'batch' ? new BatchNorm(dim) : new LayerNorm(dim);
 }
 
 /** Whether `module` contains batch norm in training mode (which couples the samples of a batch). */

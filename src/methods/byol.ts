@@ -1,11 +1,11 @@
 import type { Module } from '../core/module.js';
 import { detach } from '../core/ops.js';
-import type { Rng } from '../core/random.js';
 import type { Tensor, Tensor2D } from '../core/tf.js';
-import { Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
+import type { Sequential } from '../core/layers.js';
 import { byolLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
-import { headNorm, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import { mlpHead } from './heads.js';
+import { type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
 import { MomentumMethod } from './momentum.js';
 
 /**
@@ -36,9 +36,10 @@ export class BYOL extends MomentumMethod {
     super(ctx);
     const { projHiddenDim, projOutputDim, predHiddenDim } = this.args;
     const featureDim = this.backbone.featureDim;
-    this.projector = this.addModule('projector', mlpHead(featureDim, projHiddenDim, projOutputDim, this.norm, ctx.rng));
-    this.predictor = this.addModule('predictor', mlpHead(projOutputDim, predHiddenDim, projOutputDim, this.norm, ctx.rng));
-    this.momentumProjector = this.addModule('momentumProjector', mlpHead(featureDim, projHiddenDim, projOutputDim, this.norm, ctx.rng));
+    const head = { norm: this.norm, rng: ctx.rng };
+    this.projector = this.addModule('projector', mlpHead([featureDim, projHiddenDim, projOutputDim], head));
+    this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
+    this.momentumProjector = this.addModule('momentumProjector', mlpHead([featureDim, projHiddenDim, projOutputDim], head));
     this.initializeTargets();
   }
 
@@ -59,9 +60,4 @@ export class BYOL extends MomentumMethod {
   override embeddingLoss([p1, p2, t1, t2]: Tensor[]): SslLossOutput {
     return { loss: byolLoss(p1 as Tensor2D, p2 as Tensor2D, t1 as Tensor2D, t2 as Tensor2D), embeddings: p1 };
   }
-}
-
-/** Linear -> Norm -> ReLU -> Linear: BYOL's projector and predictor (Norm: {@link headNorm}). */
-function mlpHead(inDim: number, hidden: number, out: number, norm: NormKind, rng: Rng): Sequential {
-  return new Sequential(new Linear(inDim, hidden, { rng }), headNorm(norm, hidden), new ReLU(), new Linear(hidden, out, { rng }));
 }

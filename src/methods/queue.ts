@@ -143,7 +143,8 @@ export class FeatureQueue extends Module {
    * order and put them back, so their queue can be compared with the reference's).
    */
   reorderLastWrites(orders: Int32Array[]): void {
-    if (orders.length !== this.lastWrites.length) throw new Error(`FeatureQueue.reorderLastWrites: ${orders.length} orders for ${this.lastWrites.length} blocks`);
+    if (orders.length !== this.lastWrites.length)
+      throw new Error(`FeatureQueue.reorderLastWrites: ${orders.length} orders for ${this.lastWrites.length} blocks`);
     this.lastWrites.forEach(({ start, count }, j) => {
       const order = orders[j];
       if (order.length !== count) throw new Error(`FeatureQueue.reorderLastWrites: block ${j} has ${count} rows, order has ${order.length}`);

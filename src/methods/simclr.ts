@@ -1,7 +1,8 @@
 import type { Tensor, Tensor2D } from '../core/tf.js';
-import { Linear, ReLU, Sequential } from '../core/layers.js';
+import type { Sequential } from '../core/layers.js';
 import { ntXentLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
+import { mlpHead } from './heads.js';
 import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
 
 /**
@@ -26,11 +27,7 @@ export class SimCLR extends BaseMethod {
     const { projHiddenDim, projOutputDim } = this.args;
     this.projector = this.addModule(
       'projector',
-      new Sequential(
-        new Linear(this.backbone.featureDim, projHiddenDim, { rng: ctx.rng }),
-        new ReLU(),
-        new Linear(projHiddenDim, projOutputDim, { rng: ctx.rng }),
-      ),
+      mlpHead([this.backbone.featureDim, projHiddenDim, projOutputDim], { norm: 'batch', hiddenNorm: false, rng: ctx.rng }),
     );
   }
 

@@ -175,7 +175,7 @@ describe('method arguments', () => {
     assert.match(text, /^\s+baseTau\s+float\s+0\.99\s+\[0, 1\]\s+/m);
     assert.match(text, /^\s+varianceWeight\s+float\s+1\s+>= 0\s+weight of the variance term$/m);
     const byolOnly = describeMethods(['byol']);
-    assert.match(byolOnly, /^byol \(BYOL\)\n\s+name\s+kind\s+default\s+range\s+description\n/);
+    assert.match(byolOnly, /^byol \(BYOL\)\n {2}paper: {2}Grill et al\. 2020, .*\n {2}recipe: lars, lr 1, classifier lr 0\.1, weight decay 0\.00001; views 'byol'\n {2}labels: not used.*\n\s+name\s+kind\s+default\s+range\s+description\n/);
     assert.doesNotMatch(byolOnly, /simclr/);
     throwsUser(() => describeMethods(['nope']), /method: "nope" is not allowed; expected one of/);
     assert.deepEqual(formatArgs({}), ['  (no hyperparameters)']);
