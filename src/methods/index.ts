@@ -6,4 +6,7 @@ export * from './momentum.js';
 export * from './simclr.js';
 export * from './barlow-twins.js';
 export * from './byol.js';
+export * from './mocov2plus.js';
+export * from './mocov3.js';
+export * from './ressl.js';
 export * from './registry.js';

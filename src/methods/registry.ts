@@ -4,6 +4,9 @@ import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
 import { BarlowTwins } from './barlow-twins.js';
 import { BYOL } from './byol.js';
+import { MoCoV2Plus } from './mocov2plus.js';
+import { MoCoV3 } from './mocov3.js';
+import { ReSSL } from './ressl.js';
 import { SimCLR } from './simclr.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
@@ -80,3 +83,6 @@ export function describeMethods(names: readonly string[] = methodNames()): strin
 registerMethod('simclr', SimCLR);
 registerMethod('barlow_twins', BarlowTwins);
 registerMethod('byol', BYOL);
+registerMethod('mocov2plus', MoCoV2Plus);
+registerMethod('mocov3', MoCoV3);
+registerMethod('ressl', ReSSL);
