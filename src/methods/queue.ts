@@ -165,15 +165,18 @@ export class FeatureQueue extends Module {
   }
 }
 
-/** `target` with the entries at `slots` along `axis` (0 or 1) replaced by `values` (same rank, `slots.length` entries along `axis`). */
+/**
+ * `target` with the entries at `slots` (distinct) along `axis` (0 or 1) replaced by `values`
+ * (same rank, `slots.length` entries along `axis`). One scatter that copies only the written
+ * rows: a full-size gather/where over the bank took seconds per step at MoCo's 2 x 32768 x 256.
+ */
 function scatterRows(target: Tensor, slots: Int32Array, values: Tensor, axis: 0 | 1): Tensor {
-  const length = target.shape[axis]!;
-  const source = new Int32Array(length).fill(-1);
-  slots.forEach((slot, i) => (source[slot] = i));
-  const keep = Int32Array.from(source, (s) => (s < 0 ? 1 : 0));
-  const pick = Int32Array.from(source, (s) => Math.max(s, 0));
-  const spread = tf.gather(values, pick, axis);
-  const maskShape = target.shape.map((d, i) => (i === axis ? d : 1));
-  const mask = tf.broadcastTo(tf.reshape(tf.cast(tf.tensor1d(keep, 'int32'), 'bool'), maskShape), target.shape);
-  return tf.where(mask, target, spread);
+  if (axis === 0) return tf.tensorScatterUpdate(target, tf.tensor2d(slots, [slots.length, 1], 'int32'), values);
+  const [views, n] = [values.shape[0]!, slots.length];
+  const indices = new Int32Array(2 * views * n);
+  for (let v = 0; v < views; v++) {
+    for (let i = 0; i < n; i++) indices.set([v, slots[i]!], 2 * (v * n + i));
+  }
+  const rows = tf.reshape(values, [views * n, ...values.shape.slice(2)]);
+  return tf.tensorScatterUpdate(target, tf.tensor2d(indices, [views * n, 2], 'int32'), rows);
 }
