@@ -10,10 +10,13 @@ import {
   evalTransform,
   evalView,
   gaussianBlur,
+  mocov2plusViews,
   randomResizedCropBox,
+  resslViews,
   simclrViews,
   syntheticDataset,
   validateViewAugmentation,
+  viewsFor,
   type ViewAugmentation,
 } from '../../src/data/index.js';
 
@@ -287,6 +290,50 @@ describe('data/augment presets and validation', () => {
     const over = byolViews(gray, undefined, { overrides: { cropScale: [0.5, 1] } });
     assert.deepEqual(over[1].cropScale, [0.5, 1]);
     assert.equal(over[1].solarizationProb, 0.2);
+  });
+
+  it('mocov2plusViews: two identical views, weaker jitter than SimCLR (solo-learn symmetric_weak), blur only on large crops', () => {
+    const views = mocov2plusViews(gray);
+    assert.equal(views.length, 2);
+    assert.deepEqual(views[0], views[1]);
+    const v = views[0];
+    assert.deepEqual([v.brightness, v.contrast, v.saturation, v.hue, v.colorJitterProb], [0.4, 0.4, 0.4, 0.1, 0.8]);
+    assert.deepEqual([v.grayscaleProb, v.hflipProb, v.gaussianBlurProb, v.solarizationProb], [0.2, 0.5, 0, 0]);
+    assert.deepEqual(v.cropScale, [0.2, 1]);
+    assert.equal(mocov2plusViews(gray, 96)[1].gaussianBlurProb, 0.5);
+    assert.deepEqual(viewsFor('mocov2plus', gray), views);
+  });
+
+  it("resslViews: a strong student view and a weak teacher view (crop and flip only), as solo-learn's ressl.yaml", () => {
+    const [strong, weak] = resslViews(gray);
+    assert.deepEqual([strong.brightness, strong.contrast, strong.saturation, strong.hue, strong.colorJitterProb], [0.4, 0.4, 0.2, 0.1, 0.8]);
+    assert.deepEqual([strong.grayscaleProb, strong.hflipProb, strong.gaussianBlurProb, strong.solarizationProb], [0.2, 0.5, 0, 0]);
+    assert.equal(weak.colorJitterProb, 0);
+    assert.deepEqual([weak.brightness, weak.contrast, weak.saturation, weak.hue], [0, 0, 0, 0]);
+    assert.deepEqual([weak.grayscaleProb, weak.hflipProb, weak.gaussianBlurProb, weak.solarizationProb], [0, 0.5, 0, 0]);
+    for (const v of [strong, weak]) {
+      assert.equal(v.cropSize, 16);
+      assert.deepEqual(v.cropScale, [0.2, 1]);
+      assert.deepEqual(v.cropRatio, [3 / 4, 4 / 3]);
+      validateViewAugmentation(v, 1);
+    }
+    assert.notEqual(weak.mean, strong.mean, 'views do not share arrays');
+    const [bigStrong, bigWeak] = resslViews(gray, 96);
+    assert.deepEqual([bigStrong.gaussianBlurProb, bigWeak.gaussianBlurProb], [0.5, 0]);
+    assert.deepEqual(resslViews(gray, undefined, { overrides: { cropScale: [0.5, 1] } })[1].cropScale, [0.5, 1]);
+    assert.deepEqual(viewsFor('ressl', gray), resslViews(gray));
+    // With a full-image crop, the weak view is the image or its mirror, never recoloured.
+    const full: ViewAugmentation = { ...weak, cropScale: [1, 1], cropRatio: [1, 1] };
+    const plain = augmentView(gray.pixels, 0, 16, 16, 1, { ...full, hflipProb: 0 }, Rng.keyed(5));
+    const mirrored = augmentView(gray.pixels, 0, 16, 16, 1, { ...full, hflipProb: 1 }, Rng.keyed(5));
+    assert.notDeepEqual(plain, mirrored);
+    for (let key = 0; key < 8; key++) {
+      const out = augmentView(gray.pixels, 0, 16, 16, 1, full, Rng.keyed(key));
+      assert.ok(
+        [plain, mirrored].some((ref) => ref.every((x, i) => x === out[i])),
+        `key ${key}`,
+      );
+    }
   });
 
   it('validation names the field and what is allowed', () => {
