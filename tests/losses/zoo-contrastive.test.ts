@@ -156,7 +156,13 @@ describe('losses/dclLoss (DCL and DCLW)', () => {
     tf.dispose([...grads, ...xs]);
     const error = probeError(probe, flat);
     assert.ok(error < 1e-2, `DCLW: relative error ${error}`);
-    assert.ok(probeError(probe, flat.map((g) => g.map((x) => x / 2))) > 0.3, 'DCLW: a halved gradient was not caught');
+    assert.ok(
+      probeError(
+        probe,
+        flat.map((g) => g.map((x) => x / 2)),
+      ) > 0.3,
+      'DCLW: a halved gradient was not caught',
+    );
     // The weights do depend on z: differentiating through them would give another gradient.
     assert.ok(probeError(throughWeights, flat) > 0.05, 'DCLW: the frozen-weight gradient should differ from the full derivative');
   });
