@@ -6,4 +6,7 @@ export * from './momentum.js';
 export * from './simclr.js';
 export * from './barlow-twins.js';
 export * from './byol.js';
+export * from './vicreg.js';
+export * from './supcon.js';
+export * from './dcl.js';
 export * from './registry.js';

@@ -4,7 +4,10 @@ import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
 import { BarlowTwins } from './barlow-twins.js';
 import { BYOL } from './byol.js';
+import { DCL } from './dcl.js';
 import { SimCLR } from './simclr.js';
+import { SupCon } from './supcon.js';
+import { VICReg } from './vicreg.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -80,3 +83,6 @@ export function describeMethods(names: readonly string[] = methodNames()): strin
 registerMethod('simclr', SimCLR);
 registerMethod('barlow_twins', BarlowTwins);
 registerMethod('byol', BYOL);
+registerMethod('vicreg', VICReg);
+registerMethod('supcon', SupCon);
+registerMethod('dcl', DCL);
