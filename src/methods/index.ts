@@ -9,4 +9,7 @@ export * from './byol.js';
 export * from './mocov2plus.js';
 export * from './mocov3.js';
 export * from './ressl.js';
+export * from './vicreg.js';
+export * from './supcon.js';
+export * from './dcl.js';
 export * from './registry.js';

@@ -7,7 +7,10 @@ import { BYOL } from './byol.js';
 import { MoCoV2Plus } from './mocov2plus.js';
 import { MoCoV3 } from './mocov3.js';
 import { ReSSL } from './ressl.js';
+import { DCL } from './dcl.js';
 import { SimCLR } from './simclr.js';
+import { SupCon } from './supcon.js';
+import { VICReg } from './vicreg.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -86,3 +89,6 @@ registerMethod('byol', BYOL);
 registerMethod('mocov2plus', MoCoV2Plus);
 registerMethod('mocov3', MoCoV3);
 registerMethod('ressl', ReSSL);
+registerMethod('vicreg', VICReg);
+registerMethod('supcon', SupCon);
+registerMethod('dcl', DCL);

@@ -21,4 +21,15 @@ export {
   type PixelSource,
   type ViewAugmentation,
 } from './views.js';
-export { barlowViews, byolViews, evalTransform, mocov2plusViews, resslViews, simclrViews, viewsFor, type PresetOptions, type ViewRecipe } from './recipes.js';
+export {
+  barlowViews,
+  byolViews,
+  evalTransform,
+  mocov2plusViews,
+  resslViews,
+  simclrViews,
+  vicregViews,
+  viewsFor,
+  type PresetOptions,
+  type ViewRecipe,
+} from './recipes.js';

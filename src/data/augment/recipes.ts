@@ -1,7 +1,7 @@
 /**
  * solo-learn's augmentation recipes, per method: the views of SimCLR ({@link simclrViews}),
- * BYOL ({@link byolViews}), Barlow Twins ({@link barlowViews}), MoCo v2+
- * ({@link mocov2plusViews}) and ReSSL ({@link resslViews}), picked by name with
+ * BYOL ({@link byolViews}), Barlow Twins ({@link barlowViews}), VICReg ({@link vicregViews}),
+ * MoCo v2+ ({@link mocov2plusViews}) and ReSSL ({@link resslViews}), picked by name with
  * {@link viewsFor}, and a dataset's eval transform ({@link evalTransform}). Crop sizes
  * default to the image size and normalisation to the dataset's; crops above 64 px get the
  * ImageNet recipes (with Gaussian blur), smaller ones the CIFAR recipes (without).
@@ -94,6 +94,19 @@ export function barlowViews(dataset: ImageDataset, cropSize?: number, options: P
 }
 
 /**
+ * solo-learn's VICReg recipe (its own, in `scripts/pretrain/cifar/vicreg.yaml` and
+ * `imagenet-100/augmentations/vicreg.yaml`): two identically configured views,
+ * RandomResizedCrop scale [0.2, 1], ColorJitter(0.4, 0.4, 0.2, 0.1) p = 0.8, grayscale
+ * p = 0.2, flip p = 0.5 and solarization p = 0.1 on both views; Gaussian blur p = 0.5 for
+ * crops above 64 px (ImageNet recipe), none on small images (CIFAR recipe).
+ */
+export function vicregViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.2, 0.1]);
+  const view: ViewAugmentation = { ...base, cropScale: [0.2, 1], gaussianBlurProb: large ? 0.5 : 0, solarizationProb: 0.1, ...options.overrides };
+  return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
+}
+
+/**
  * solo-learn's MoCo v2+ recipe (`symmetric_weak.yaml`): two identically configured views as
  * {@link simclrViews} but with weaker colour jitter, ColorJitter(0.4, 0.4, 0.4, 0.1) p = 0.8,
  * grayscale p = 0.2, flip p = 0.5; Gaussian blur p = 0.5 only for crops above 64 px (solo-learn's
@@ -142,12 +155,12 @@ export function evalTransform(dataset: ImageDataset, cropSize?: number, stats?: 
 }
 
 /** The names of the augmentation recipes (a method's `static viewRecipe`). */
-export type ViewRecipe = 'simclr' | 'byol' | 'barlow' | 'mocov2plus' | 'ressl';
+export type ViewRecipe = 'simclr' | 'byol' | 'barlow' | 'vicreg' | 'mocov2plus' | 'ressl';
 
 /**
  * The views of a recipe name (a method's `static viewRecipe`) for `dataset`, with the
- * recipe's defaults: 'byol', 'barlow', 'mocov2plus' and 'ressl' give theirs, any other name
- * SimCLR's.
+ * recipe's defaults: 'byol', 'barlow', 'vicreg', 'mocov2plus' and 'ressl' give theirs, any
+ * other name SimCLR's.
  */
 export function viewsFor(recipe: ViewRecipe, dataset: ImageDataset): ViewAugmentation[] {
   switch (recipe) {
@@ -155,6 +168,8 @@ export function viewsFor(recipe: ViewRecipe, dataset: ImageDataset): ViewAugment
       return byolViews(dataset);
     case 'barlow':
       return barlowViews(dataset);
+    case 'vicreg':
+      return vicregViews(dataset);
     case 'mocov2plus':
       return mocov2plusViews(dataset);
     case 'ressl':
