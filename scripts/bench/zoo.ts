@@ -193,13 +193,12 @@ function table(results: Results, epochs: number): string {
   const missing: string[] = [];
   for (const name of methodNames()) {
     const row = results.methods[name];
-    let current = false;
-    try {
-      current = row !== undefined && row.fingerprint === fingerprint(benchConfig(name, row.epochs)) && row.epochs === epochs;
-    } catch {
-      current = false; // no Fashion-MNIST recipe
-    }
-    if (!row || !current) {
+    if (
+      !row ||
+      row.epochs !== epochs ||
+      !existsSync(join('configs', `${name}-fashion-mnist.yaml`)) ||
+      row.fingerprint !== fingerprint(benchConfig(name, row.epochs))
+    ) {
       missing.push(name);
       continue;
     }
