@@ -1,7 +1,8 @@
 /**
  * The one seam between the losses and the process group: every part of a loss that needs
  * the global batch (N = W·B rows over W ranks) goes through {@link gatherRows} or
- * {@link sumOverRanks}, and the rank bookkeeping (offsets) through {@link BatchLayout}.
+ * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows} (no gradient), and the
+ * rank bookkeeping (offsets) through {@link BatchLayout}.
  *
  * With W > 1 the two functions are the differentiable collectives of
  * `src/distributed/collectives.ts` (`allGather`, backward reduce-scatter SUM; `allReduceSum`,
@@ -13,7 +14,8 @@
  * - NT-Xent: the mean over its 2B local anchors (against all 2N gathered candidates);
  * - BYOL: the mean over its B local samples (no collective);
  * - Barlow Twins: the global loss itself (built from all-reduced sums; equal on every rank);
- * - VICReg: `simWeight` × MSE over its local rows + the global variance and covariance terms.
+ * - VICReg: `simWeight` × MSE over its local rows + the global variance and covariance terms;
+ * - MoCo v2+, MoCo v3, SimSiam, NNCLR, SupCon, ReSSL, DCL(W): the mean over its local anchors.
  */
 import { allGather, allReduceSum } from '../distributed/collectives.js';
 import { jobWorldSize, scopedProcessGroup, type ProcessGroup } from '../core/process-group.js';
@@ -85,14 +87,47 @@ export function sumOverRanks<T extends tf.Tensor>(x: T, layout: BatchLayout): T 
 }
 
 /**
- * Rows of every rank concatenated in rank order, as constants (no gradient flows back):
- * `[B, D]` float32 or `[B]` int32 (exact for |values| < 2^24) `-> [N, D]` / `[N]`. One
- * all-gather; world size 1: `x` itself, detached.
+ * `values` as a tensor of `shape` that depends on `x` with gradient exactly 0 (so that autograd
+ * sees a path from `x`, as with {@link detach}, and no collective runs in backward).
  */
-export function gatherConstantRows(x: tf.Tensor, layout: BatchLayout): tf.Tensor {
-  if (layout.worldSize === 1 || !layout.group) return detach(x);
-  const values = Float32Array.from(x.dataSync());
-  const gathered = layout.group.allGather(values);
-  const shape = [layout.worldSize * x.shape[0], ...x.shape.slice(1)];
-  return x.dtype === 'int32' ? tf.tensor(Int32Array.from(gathered), shape, 'int32') : tf.tensor(gathered, shape, 'float32');
+function constantFrom(x: tf.Tensor, values: Float32Array, shape: number[]): tf.Tensor {
+  const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
+    const input = args[0] as tf.Tensor;
+    return { value: tf.tensor(values, shape, 'float32'), gradFunc: () => tf.zerosLike(input) };
+  });
+  return op(x);
+}
+
+/**
+ * Rows of every rank concatenated in rank order, WITHOUT gradient (solo-learn's
+ * `concat_all_gather_no_grad`): `[B, D]` float32 -> `[N, D]`, or `[B]` int32 -> `[N]` (labels).
+ * The result carries no gradient: backward gives `x` exact zeros and runs no collective (like
+ * PyTorch's `x.detach()`), so only the forward pass is a collective, which every rank must call
+ * the same number of times, in the same order. World size 1: `detach(x)`.
+ *
+ * int32 values travel as float32 (the process group moves float32 only), which is exact for
+ * |value| ≤ 2^24 (labels, indices); larger ones are refused.
+ */
+export function gatherConstantRows<T extends tf.Tensor>(x: T, layout: BatchLayout): T {
+  const is2dFloat = x.rank === 2 && x.dtype === 'float32';
+  const is1dInt = x.rank === 1 && x.dtype === 'int32';
+  if (!is2dFloat && !is1dInt) {
+    throw new TypeError(`gatherConstantRows: expected a [B, D] float32 or [B] int32 tensor, got ${x.dtype} [${x.shape.join(', ')}]`);
+  }
+  if (layout.worldSize === 1) return detach(x);
+  const group = layout.group!;
+  const shape = [layout.worldSize * x.shape[0]!, ...x.shape.slice(1)];
+  if (is2dFloat) {
+    // dataSync() may alias the tensor's storage: allGather only reads it.
+    const gathered = group.allGather(x.dataSync() as Float32Array);
+    return constantFrom(x, gathered, shape) as T;
+  }
+  const ints = x.dataSync() as Int32Array;
+  const asFloat = new Float32Array(ints.length);
+  for (let i = 0; i < ints.length; i++) {
+    if (Math.abs(ints[i]!) > 2 ** 24) throw new RangeError(`gatherConstantRows: int32 value ${ints[i]} is not exact in float32 (|value| > 2^24)`);
+    asFloat[i] = ints[i]!;
+  }
+  const gathered = group.allGather(asFloat);
+  return tf.tensor(Int32Array.from(gathered), shape, 'int32') as T;
 }

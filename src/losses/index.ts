@@ -13,5 +13,12 @@ export {
 } from './barlow-twins.js';
 export { byolLoss } from './byol.js';
 export { vicregLoss, vicregLossWithTerms, VICREG_DEFAULTS, type VicregOptions, type VicregTerms } from './vicreg.js';
+export { mocoLoss, type MocoOptions } from './moco.js';
+export { mocov3Loss, type Mocov3Options } from './mocov3.js';
+export { negativeCosineLoss } from './simsiam.js';
+export { nnclrLoss, type NnclrOptions } from './nnclr.js';
+export { supconLoss, type SupconOptions } from './supcon.js';
+export { resslLoss, type ResslOptions } from './ressl.js';
+export { dclLoss, type DclOptions } from './dcl.js';
 export { l2NormalizeRows, rowCosine } from './ops.js';
-export { batchLayout, gatherRows, sumOverRanks, type BatchLayout } from './global-batch.js';
+export { batchLayout, gatherConstantRows, gatherRows, sumOverRanks, type BatchLayout } from './global-batch.js';

@@ -10,7 +10,7 @@ import { tf, type Scalar, type Tensor } from '../../src/core/tf.js';
 
 /** The repository root (tests run from dist/tests/losses). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-/** tests/fixtures/losses: the cases `case-*.json` of scripts/gen_loss_fixtures.py, and the example case. */
+/** tests/fixtures/losses: the cases `case-*.json` of scripts/gen_loss_fixtures.py, the example case, and the `zoo-*.json` files of scripts/gen_zoo_loss_fixtures.py. */
 export const FIXTURE_DIR = join(REPO_ROOT, 'tests/fixtures/losses');
 /**
  * The example case of docs/loss-case.md (N = 6, D = 5, temperature 0.5), made by another
