@@ -24,6 +24,11 @@ export interface MlpHeadOptions {
    * it is a LayerNorm (affine either way).
    */
   outputNorm?: 'affine' | 'plain';
+  /**
+   * Give the Linear layers that a normalisation follows a bias (default true). `false` drops
+   * it, as SimSiam's heads do (batch norm cancels it).
+   */
+  biasBeforeNorm?: boolean;
 }
 
 /**
@@ -34,15 +39,15 @@ export interface MlpHeadOptions {
  */
 export function mlpHead(dims: number[], options: MlpHeadOptions): Sequential {
   if (dims.length < 2) throw new Error(`mlpHead: needs at least an input and an output width, got [${dims.join(', ')}]`);
-  const { rng, norm, hiddenNorm = true, outputNorm } = options;
+  const { rng, norm, hiddenNorm = true, outputNorm, biasBeforeNorm = true } = options;
   const layers: Layer[] = [];
   for (let i = 1; i < dims.length - 1; i++) {
-    layers.push(new Linear(dims[i - 1]!, dims[i]!, { rng }));
+    layers.push(new Linear(dims[i - 1]!, dims[i]!, { rng, bias: biasBeforeNorm || !hiddenNorm }));
     if (hiddenNorm) layers.push(headNorm(norm, dims[i]!));
     layers.push(new ReLU());
   }
   const out = dims[dims.length - 1]!;
-  layers.push(new Linear(dims[dims.length - 2]!, out, { rng }));
+  layers.push(new Linear(dims[dims.length - 2]!, out, { rng, bias: biasBeforeNorm || !outputNorm }));
   if (outputNorm) layers.push(norm === 'batch' ? new BatchNorm(out, { affine: outputNorm === 'affine' }) : new LayerNorm(out));
   return new Sequential(...layers);
 }

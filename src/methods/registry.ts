@@ -4,7 +4,11 @@ import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
 import { BarlowTwins } from './barlow-twins.js';
 import { BYOL } from './byol.js';
+import { NNBYOL } from './nnbyol.js';
+import { NNCLR } from './nnclr.js';
+import { NNSiam } from './nnsiam.js';
 import { SimCLR } from './simclr.js';
+import { SimSiam } from './simsiam.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -80,3 +84,7 @@ export function describeMethods(names: readonly string[] = methodNames()): strin
 registerMethod('simclr', SimCLR);
 registerMethod('barlow_twins', BarlowTwins);
 registerMethod('byol', BYOL);
+registerMethod('simsiam', SimSiam);
+registerMethod('nnclr', NNCLR);
+registerMethod('nnbyol', NNBYOL);
+registerMethod('nnsiam', NNSiam);

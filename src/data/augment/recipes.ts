@@ -1,6 +1,7 @@
 /**
  * solo-learn's augmentation recipes, per method: the views of SimCLR ({@link simclrViews}),
- * BYOL ({@link byolViews}) and Barlow Twins ({@link barlowViews}), picked by name with
+ * SimSiam ({@link simsiamViews}), BYOL ({@link byolViews}) and Barlow Twins
+ * ({@link barlowViews}), picked by name with
  * {@link viewsFor}, and a dataset's eval transform ({@link evalTransform}). Crop sizes
  * default to the image size and normalisation to the dataset's; crops above 64 px get the
  * ImageNet recipes (with Gaussian blur), smaller ones the CIFAR recipes (without).
@@ -36,6 +37,18 @@ export interface PresetOptions {
  */
 export function simclrViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
   const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.8, 0.8, 0.8, 0.2]);
+  const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
+  return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
+}
+
+/**
+ * solo-learn's `symmetric_weak` recipe (its CIFAR SimSiam and MoCo v2+ scripts): two
+ * identically configured views as {@link simclrViews} but with the weaker
+ * ColorJitter(0.4, 0.4, 0.4, 0.1) (p = 0.8). Gaussian blur p = 0.5 only for crops above
+ * 64 px, as {@link simclrViews}.
+ */
+export function simsiamViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.4, 0.1]);
   const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
   return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
 }
@@ -103,14 +116,16 @@ export function evalTransform(dataset: ImageDataset, cropSize?: number, stats?: 
 }
 
 /** The names of the augmentation recipes (a method's `static viewRecipe`). */
-export type ViewRecipe = 'simclr' | 'byol' | 'barlow';
+export type ViewRecipe = 'simclr' | 'simsiam' | 'byol' | 'barlow';
 
 /**
  * The views of a recipe name (a method's `static viewRecipe`) for `dataset`, with the
- * recipe's defaults: 'byol' and 'barlow' give theirs, any other name SimCLR's.
+ * recipe's defaults: 'simsiam', 'byol' and 'barlow' give theirs, any other name SimCLR's.
  */
 export function viewsFor(recipe: ViewRecipe, dataset: ImageDataset): ViewAugmentation[] {
   switch (recipe) {
+    case 'simsiam':
+      return simsiamViews(dataset);
     case 'byol':
       return byolViews(dataset);
     case 'barlow':
