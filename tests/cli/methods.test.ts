@@ -1,7 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { fileURLToPath } from 'node:url';
 import { spawnSync } from 'node:child_process';
-import { BarlowTwins, BYOL, describeRange, SimCLR, type ArgSpecs } from '../../src/methods/index.js';
+import { BarlowTwins, BYOL, describeRange, NNBYOL, NNCLR, NNSiam, SimCLR, SimSiam, type ArgSpecs } from '../../src/methods/index.js';
+import { methodNames } from '../../src/methods/registry.js';
 import { runCli } from '../helpers/run.js';
 
 /** The compiled example that registers `my_simclr` and then runs the CLI. */
@@ -32,6 +33,10 @@ describe('ssl-train methods', function () {
     assertListed(stdout, 'simclr', SimCLR.args);
     assertListed(stdout, 'barlow_twins', BarlowTwins.args);
     assertListed(stdout, 'byol', BYOL.args);
+    assertListed(stdout, 'simsiam', SimSiam.args);
+    assertListed(stdout, 'nnclr', NNCLR.args);
+    assertListed(stdout, 'nnbyol', NNBYOL.args);
+    assertListed(stdout, 'nnsiam', NNSiam.args);
     assert.match(stdout, /^\s+temperature\s+float\s+0\.2\s+> 0\s+softmax temperature of NT-Xent$/m);
     assert.match(stdout, /^\s+baseTau\s+float\s+0\.99\s+\[0, 1\]\s+\S/m);
   });
@@ -41,10 +46,10 @@ describe('ssl-train methods', function () {
     assert.equal(one.status, 0, one.stderr);
     assertListed(one.stdout, 'byol', BYOL.args);
     assert.doesNotMatch(one.stdout, /^simclr /m);
-    const bad = runCli(['methods', 'byol', 'simsiam']);
+    const bad = runCli(['methods', 'byol', 'no_such_method']);
     assert.equal(bad.status, 2);
     assert.equal(bad.stdout, '', 'nothing listed');
-    assert.equal(bad.stderr.trim(), 'ssl-train: error: method: "simsiam" is not allowed; expected one of barlow_twins, byol, simclr');
+    assert.equal(bad.stderr.trim(), `ssl-train: error: method: "no_such_method" is not allowed; expected one of ${methodNames().join(', ')}`);
   });
 
   it('includes registered user subclasses with their added arguments (examples/my-simclr.ts)', () => {
