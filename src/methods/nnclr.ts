@@ -44,7 +44,10 @@ export class NNCLR extends BaseMethod {
     super(ctx);
     const { projHiddenDim, projOutputDim, predHiddenDim, queueSize } = this.args;
     const head = { norm: this.norm, rng: ctx.rng };
-    this.projector = this.addModule('projector', mlpHead([this.backbone.featureDim, projHiddenDim, projHiddenDim, projOutputDim], { ...head, outputNorm: 'affine' }));
+    this.projector = this.addModule(
+      'projector',
+      mlpHead([this.backbone.featureDim, projHiddenDim, projHiddenDim, projOutputDim], { ...head, outputNorm: 'affine' }),
+    );
     this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
     this.queue = this.addModule('queue', supportSet(queueSize, projOutputDim, ctx.rng));
   }

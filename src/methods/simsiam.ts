@@ -40,7 +40,10 @@ export class SimSiam extends BaseMethod {
     super(ctx);
     const { projHiddenDim, projOutputDim, predHiddenDim } = this.args;
     const head = { norm: this.norm, rng: ctx.rng, biasBeforeNorm: false };
-    this.projector = this.addModule('projector', mlpHead([this.backbone.featureDim, projHiddenDim, projHiddenDim, projOutputDim], { ...head, outputNorm: 'plain' }));
+    this.projector = this.addModule(
+      'projector',
+      mlpHead([this.backbone.featureDim, projHiddenDim, projHiddenDim, projOutputDim], { ...head, outputNorm: 'plain' }),
+    );
     this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
   }
 

@@ -180,7 +180,11 @@ describe('SimSiam, NNCLR, NNBYOL, NNSiam', () => {
       const labels = tf.tensor1d([0, 1, 2, 0, 1, 2], 'int32');
       const grads = tf.grads((...inputs: Tensor[]) => m.coupledLoss(inputs, labels).loss)(embeddings);
       for (const k of [0, 1]) assert.ok(tf.norm(grads[k]).dataSync()[0] > 0, `prediction ${k + 1} gets a gradient`);
-      for (const k of [2, 3]) assert.ok(grads[k].dataSync().every((x) => x === 0), `projection ${k - 1} gets exactly 0`);
+      for (const k of [2, 3])
+        assert.ok(
+          grads[k].dataSync().every((x) => x === 0),
+          `projection ${k - 1} gets exactly 0`,
+        );
       m.onTrainBatchEnd({ step: 1, totalSteps: 10 });
       m.dispose();
     });
@@ -191,7 +195,13 @@ describe('SimSiam, NNCLR, NNBYOL, NNSiam', () => {
       const m = build(name);
       const rng = new Rng(5);
       // Rows from an earlier step, so the support set holds projections rather than its initial draws.
-      queueOf(m).push([randomRows(rng, K)], tf.tensor1d(Array.from({ length: K }, (_, i) => i % 3), 'int32'));
+      queueOf(m).push(
+        [randomRows(rng, K)],
+        tf.tensor1d(
+          Array.from({ length: K }, (_, i) => i % 3),
+          'int32',
+        ),
+      );
       queueOf(m).flush();
       const embeddings = [0, 1, 2, 3].map(() => randomRows(rng));
       const { right, swapped } = expectedLoss(name, m, embeddings);
