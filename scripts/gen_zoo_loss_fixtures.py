@@ -148,7 +148,8 @@ def ressl(t, h, r, w):
     logits_q = torch.einsum("nc,kc->nk", [q, queue])
     logits_k = torch.einsum("nc,kc->nk", [k, queue])
     return -torch.sum(
-        F.softmax(logits_k.detach() / h["temperatureK"], dim=1) * F.log_softmax(logits_q / h["temperatureQ"], dim=1),
+        F.softmax(logits_k.detach() / h["temperatureK"], dim=1)
+        * F.log_softmax(logits_q / h["temperatureQ"], dim=1),
         dim=1,
     ).mean()
 
@@ -184,7 +185,16 @@ def dcl(t, h, r, w):
     return 0.5 * (one_side(out0, out1, out0_all, out1_all) + one_side(out1, out0, out1_all, out0_all))
 
 
-LOSSES = {"moco": moco, "mocov3": mocov3, "simsiam": simsiam, "nnclr": nnclr, "supcon": supcon, "ressl": ressl, "dcl": dcl, "dclw": dcl}
+LOSSES = {
+    "moco": moco,
+    "mocov3": mocov3,
+    "simsiam": simsiam,
+    "nnclr": nnclr,
+    "supcon": supcon,
+    "ressl": ressl,
+    "dcl": dcl,
+    "dclw": dcl,  # DCLW: the same function, with hyper["sigma"]
+}
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -318,7 +328,11 @@ def make_case(name, seed, h):
         "hyper": h,
         "N": N,
         "seed": seed,
-        "conventions": {"loss": CONVENTIONS[name], "distributed": CONVENTIONS["distributed"], "grads": CONVENTIONS["grads"]},
+        "conventions": {
+            "loss": CONVENTIONS[name],
+            "distributed": CONVENTIONS["distributed"],
+            "grads": CONVENTIONS["grads"],
+        },
         "inputs": inputs,
         "loss_value": loss,
         "grads": grads,

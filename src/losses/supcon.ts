@@ -36,7 +36,9 @@ export interface SupconOptions {
  */
 export function supconLoss(views: tf.Tensor2D[], labels: tf.Tensor1D, options: SupconOptions, group?: ProcessGroup): Scalar {
   if (!Array.isArray(views) || views.length < 2) {
-    throw new Error(`supconLoss: needs at least 2 views (an anchor's positives include its other views), got ${Array.isArray(views) ? views.length : typeof views}`);
+    throw new Error(
+      `supconLoss: needs at least 2 views (an anchor's positives include its other views), got ${Array.isArray(views) ? views.length : typeof views}`,
+    );
   }
   views.forEach((v, i) => checkPair('supconLoss', ['views[0]', `views[${i}]`], views[0]!, v));
   const b = views[0]!.shape[0];
