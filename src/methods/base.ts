@@ -100,7 +100,7 @@ export abstract class BaseMethod extends Module {
   static readonly args: ArgSpecs = defineArgs({});
   /** Optimizer recipe of the method. */
   static readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 };
-  /** The augmentation recipe (see `viewsFor`): `simclr` or `simsiam` (two identical views), `byol` or `barlow` (asymmetric blur/solarisation), ... */
+  /** The augmentation recipe (see `viewsFor`): `simclr` or `simsiam` (two identical views), `byol` or `barlow` (asymmetric blur/solarisation), `vicreg` (symmetric, solarisation on both), ... */
   static readonly viewRecipe: ViewRecipe = 'simclr';
   /** The paper, as `Authors Year, "Title"` (listed by `ssl-train methods`). */
   static readonly paper: string = '';

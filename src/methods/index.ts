@@ -11,4 +11,7 @@ export * from './nearest-neighbour.js';
 export * from './nnclr.js';
 export * from './nnbyol.js';
 export * from './nnsiam.js';
+export * from './vicreg.js';
+export * from './supcon.js';
+export * from './dcl.js';
 export * from './registry.js';

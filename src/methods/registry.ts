@@ -4,11 +4,14 @@ import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
 import { BarlowTwins } from './barlow-twins.js';
 import { BYOL } from './byol.js';
+import { DCL } from './dcl.js';
 import { NNBYOL } from './nnbyol.js';
 import { NNCLR } from './nnclr.js';
 import { NNSiam } from './nnsiam.js';
 import { SimCLR } from './simclr.js';
 import { SimSiam } from './simsiam.js';
+import { SupCon } from './supcon.js';
+import { VICReg } from './vicreg.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -84,6 +87,9 @@ export function describeMethods(names: readonly string[] = methodNames()): strin
 registerMethod('simclr', SimCLR);
 registerMethod('barlow_twins', BarlowTwins);
 registerMethod('byol', BYOL);
+registerMethod('vicreg', VICReg);
+registerMethod('supcon', SupCon);
+registerMethod('dcl', DCL);
 registerMethod('simsiam', SimSiam);
 registerMethod('nnclr', NNCLR);
 registerMethod('nnbyol', NNBYOL);

@@ -21,4 +21,4 @@ export {
   type PixelSource,
   type ViewAugmentation,
 } from './views.js';
-export { barlowViews, byolViews, evalTransform, simclrViews, simsiamViews, type PresetOptions } from './recipes.js';
+export { barlowViews, byolViews, evalTransform, simclrViews, simsiamViews, vicregViews, type PresetOptions } from './recipes.js';

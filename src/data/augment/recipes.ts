@@ -1,7 +1,7 @@
 /**
  * solo-learn's augmentation recipes, per method: the views of SimCLR ({@link simclrViews}),
- * SimSiam ({@link simsiamViews}), BYOL ({@link byolViews}) and Barlow Twins
- * ({@link barlowViews}), picked by name with
+ * SimSiam ({@link simsiamViews}), BYOL ({@link byolViews}), Barlow Twins ({@link barlowViews})
+ * and VICReg ({@link vicregViews}), picked by name with
  * {@link viewsFor}, and a dataset's eval transform ({@link evalTransform}). Crop sizes
  * default to the image size and normalisation to the dataset's; crops above 64 px get the
  * ImageNet recipes (with Gaussian blur), smaller ones the CIFAR recipes (without).
@@ -106,6 +106,19 @@ export function barlowViews(dataset: ImageDataset, cropSize?: number, options: P
 }
 
 /**
+ * solo-learn's VICReg recipe (its own, in `scripts/pretrain/cifar/vicreg.yaml` and
+ * `imagenet-100/augmentations/vicreg.yaml`): two identically configured views,
+ * RandomResizedCrop scale [0.2, 1], ColorJitter(0.4, 0.4, 0.2, 0.1) p = 0.8, grayscale
+ * p = 0.2, flip p = 0.5 and solarization p = 0.1 on both views; Gaussian blur p = 0.5 for
+ * crops above 64 px (ImageNet recipe), none on small images (CIFAR recipe).
+ */
+export function vicregViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.2, 0.1]);
+  const view: ViewAugmentation = { ...base, cropScale: [0.2, 1], gaussianBlurProb: large ? 0.5 : 0, solarizationProb: 0.1, ...options.overrides };
+  return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
+}
+
+/**
  * The eval transform for a dataset: resize/center crop to `cropSize` (default the image
  * size, i.e. no resampling) and the dataset's normalisation.
  */
@@ -116,11 +129,11 @@ export function evalTransform(dataset: ImageDataset, cropSize?: number, stats?: 
 }
 
 /** The names of the augmentation recipes (a method's `static viewRecipe`). */
-export type ViewRecipe = 'simclr' | 'simsiam' | 'byol' | 'barlow';
+export type ViewRecipe = 'simclr' | 'simsiam' | 'byol' | 'barlow' | 'vicreg';
 
 /**
  * The views of a recipe name (a method's `static viewRecipe`) for `dataset`, with the
- * recipe's defaults: 'simsiam', 'byol' and 'barlow' give theirs, any other name SimCLR's.
+ * recipe's defaults: 'simsiam', 'byol', 'barlow' and 'vicreg' give theirs, any other name SimCLR's.
  */
 export function viewsFor(recipe: ViewRecipe, dataset: ImageDataset): ViewAugmentation[] {
   switch (recipe) {
@@ -130,6 +143,8 @@ export function viewsFor(recipe: ViewRecipe, dataset: ImageDataset): ViewAugment
       return byolViews(dataset);
     case 'barlow':
       return barlowViews(dataset);
+    case 'vicreg':
+      return vicregViews(dataset);
     default:
       return simclrViews(dataset);
   }

@@ -1,0 +1,252 @@
+/**
+ * `npm run bench:zoo`: the zoo's learning benchmark. Trains every method (or `--methods a,b`)
+ * on all 60k Fashion-MNIST training images with its recipe `configs/<method>-fashion-mnist.yaml`
+ * (tiny_resnet), the same number of epochs for all (`--epochs`, default 3), and measures on
+ * the 10k test images the weighted kNN top-1 (k 20, τ 0.07, memory = the whole training set)
+ * and the online linear top-1, with the wall time and training images/s. Beside them, the
+ * same kNN on the random-init backbone and on raw pixels (`--baselines`, or when missing).
+ *
+ * Results accumulate in scripts/bench/zoo-results.json (committed; one row per method: its
+ * figures, the recipe fingerprint, commit, CPU and date), from which the README's table is
+ * regenerated (between `<!-- zoo-table:start -->` and `<!-- zoo-table:end -->`). A row whose
+ * fingerprint differs from the method's current recipe is stale: the table lists the method
+ * as not measured. `--table` only regenerates the table.
+ */
+import { createHash } from 'node:crypto';
+import { execSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { initEngine } from '../../src/core/engine.js';
+import { tf, type Tensor } from '../../src/core/tf.js';
+import { evalTransform } from '../../src/data/augment/recipes.js';
+import type { ImageDataset } from '../../src/data/dataset.js';
+import { extractFeatures, type FeatureModel } from '../../src/eval/features.js';
+import { weightedKnn } from '../../src/eval/knn.js';
+import { buildConfig, readConfigFile, type TrainConfig } from '../../src/experiment/config.js';
+import { prepareExperiment, runTraining } from '../../src/experiment/train.js';
+import { getMethodClass, methodNames, resolveMethodArgs } from '../../src/methods/registry.js';
+import { flag } from './common.js';
+
+const RESULTS = 'scripts/bench/zoo-results.json';
+const README = 'README.md';
+const KNN = { k: 20, temperature: 0.07 };
+/** A method must beat the random-init backbone's kNN top-1 by this many points. */
+const MARGIN = 5;
+
+interface MethodRow {
+  method: string;
+  knnTop1: number;
+  linearTop1: number;
+  wallTimeSec: number;
+  imagesPerSec: number;
+  /** Mean over the embedding dimensions of the batch std of the normalised embeddings (last logged): ~1/sqrt(D) healthy, 0 collapsed. */
+  embeddingStd: number | null;
+  epochs: number;
+  fingerprint: string;
+  commit: string;
+  cpu: string;
+  date: string;
+}
+
+interface BaselineRow {
+  knnTop1: number;
+  commit: string;
+  cpu: string;
+  date: string;
+}
+
+interface Results {
+  description: string;
+  baselines: { randomInit?: BaselineRow; rawPixels?: BaselineRow };
+  methods: Record<string, MethodRow>;
+}
+
+function load(): Results {
+  if (existsSync(RESULTS)) return JSON.parse(readFileSync(RESULTS, 'utf8')) as Results;
+  return {
+    description: 'npm run bench:zoo: Fashion-MNIST (60k train / 10k test), tiny_resnet, kNN k 20 tau 0.07 on the whole training set',
+    baselines: {},
+    methods: {},
+  };
+}
+
+function save(results: Results): void {
+  writeFileSync(RESULTS, `${JSON.stringify(results, null, 2)}\n`);
+}
+
+function provenance(): { commit: string; cpu: string; date: string } {
+  let commit = 'unknown';
+  try {
+    commit = execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
+    if (execSync('git status --porcelain --untracked-files=no', { encoding: 'utf8' }).trim()) commit += '+dirty';
+  } catch {
+    // not a git checkout
+  }
+  const flags = readFileSync('/proc/cpuinfo', 'utf8');
+  const isa = /\bamx_tile\b/.test(flags) ? 'AMX' : /\bavx512f\b/.test(flags) ? 'AVX-512' : /\bavx2\b/.test(flags) ? 'AVX2' : 'no AVX2';
+  return { commit, cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${isa}, ${cpus().length} cores)`, date: new Date().toISOString().slice(0, 10) };
+}
+
+/** The benchmark's config of `method`: its Fashion-MNIST recipe with the benchmark's epochs and full validation at the end. */
+function benchConfig(method: string, epochs: number): TrainConfig {
+  const path = join('configs', `${method}-fashion-mnist.yaml`);
+  if (!existsSync(path)) throw new Error(`bench:zoo: method '${method}' has no recipe ${path}`);
+  const recipe = readConfigFile(path);
+  if (recipe.method !== method) throw new Error(`bench:zoo: ${path} trains '${String(recipe.method)}', not '${method}'`);
+  return buildConfig({
+    ...recipe,
+    dataset: 'fashion-mnist',
+    backbone: 'tiny_resnet',
+    epochs,
+    warmupEpochs: epochs / 10,
+    valEvery: epochs,
+    knnK: KNN.k,
+    knnTemperature: KNN.temperature,
+    knnTrainSamples: 0,
+    valSamples: 0,
+    checkpointEvery: 0,
+    runDir: join('bench-runs', 'zoo', method),
+  });
+}
+
+/** What defines a row: the resolved config and the method's resolved recipe (hyperparameters, optimizer, augmentations). */
+function fingerprint(config: TrainConfig): string {
+  const cls = getMethodClass(config.method);
+  const what = {
+    config: { ...config, runDir: undefined, dataDir: undefined, workers: undefined, logEvery: undefined },
+    args: resolveMethodArgs(config.method, config.methodArgs),
+    optim: cls.optimDefaults,
+    views: cls.viewRecipe,
+  };
+  return createHash('sha256').update(JSON.stringify(what)).digest('hex').slice(0, 16);
+}
+
+/** kNN top-1 of `model`'s features (eval mode), memory = the training set, queries = the test set. */
+function knnTop1(model: FeatureModel, train: ImageDataset, test: ImageDataset): number {
+  const transform = evalTransform(train);
+  const memory = extractFeatures(model, train, transform, 512);
+  const queries = extractFeatures(model, test, transform, 512);
+  const { top1 } = weightedKnn(memory.features, memory.labels, queries.features, queries.labels, { ...KNN, numClasses: train.numClasses });
+  tf.dispose([memory.features, memory.logits, queries.features, queries.logits]);
+  return top1;
+}
+
+async function baselines(results: Results): Promise<void> {
+  const experiment = prepareExperiment(benchConfig('simclr', 1));
+  const { train, test } = experiment;
+  const method = experiment.createMethod();
+  method.eval();
+  const randomInit = knnTop1(method, train, test);
+  method.dispose();
+  const pixels: FeatureModel = { features: (images: Tensor) => tf.reshape(images, [images.shape[0], -1]), classifier: { forward: (f: Tensor) => tf.zeros([f.shape[0], 1]) } };
+  const rawPixels = knnTop1(pixels, train, test);
+  results.baselines = { randomInit: { knnTop1: randomInit, ...provenance() }, rawPixels: { knnTop1: rawPixels, ...provenance() } };
+  process.stdout.write(`baselines: random-init backbone kNN top-1 ${(100 * randomInit).toFixed(2)}%, raw pixels ${(100 * rawPixels).toFixed(2)}%\n`);
+}
+
+/** The mean of a training metric over the run's metrics.jsonl, or its last value. */
+function metricOf(runDir: string, name: string, how: 'mean' | 'last'): number | null {
+  const path = join(runDir, 'metrics.jsonl');
+  if (!existsSync(path)) return null;
+  const values = readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .map((row) => row[name])
+    .filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
+  if (values.length === 0) return null;
+  return how === 'last' ? values[values.length - 1]! : values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+async function trainMethod(method: string, epochs: number): Promise<MethodRow> {
+  const config = benchConfig(method, epochs);
+  process.stdout.write(`bench:zoo: ${method}, ${epochs} epochs (${join('configs', `${method}-fashion-mnist.yaml`)})\n`);
+  const run = await runTraining(config);
+  const v = run.fit.validation;
+  if (typeof v.knn_acc1 !== 'number' || typeof v.acc1 !== 'number') throw new Error(`bench:zoo: ${method} ended without validation metrics`);
+  const steps = run.fit.progress.step;
+  return {
+    method,
+    knnTop1: v.knn_acc1,
+    linearTop1: v.acc1,
+    wallTimeSec: run.fit.wallTimeSec,
+    imagesPerSec: metricOf(run.runDir, 'train/images_per_sec', 'mean') ?? (steps * config.batchSize) / run.fit.wallTimeSec,
+    embeddingStd: metricOf(run.runDir, 'train/embedding_std', 'last'),
+    epochs,
+    fingerprint: fingerprint(config),
+    ...provenance(),
+  };
+}
+
+/** The README table from the results: current rows only, each checked against the random-init baseline. */
+function table(results: Results, epochs: number): string {
+  const pct = (x: number) => (100 * x).toFixed(1);
+  const random = results.baselines.randomInit?.knnTop1;
+  const lines = [
+    `| method | kNN top-1 (%) | online linear top-1 (%) | beats random init by ≥ ${MARGIN} points | wall time | images/s | measured on |`,
+    '|---|---|---|---|---|---|---|',
+  ];
+  const missing: string[] = [];
+  for (const name of methodNames()) {
+    const row = results.methods[name];
+    let current = false;
+    try {
+      current = row !== undefined && row.fingerprint === fingerprint(benchConfig(name, row.epochs)) && row.epochs === epochs;
+    } catch {
+      current = false; // no Fashion-MNIST recipe
+    }
+    if (!row || !current) {
+      missing.push(name);
+      continue;
+    }
+    const beats = random === undefined ? 'no baseline' : row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**';
+    const time = `${Math.floor(row.wallTimeSec / 60)} min ${Math.round(row.wallTimeSec % 60)} s`;
+    lines.push(`| ${name} | ${pct(row.knnTop1)} | ${pct(row.linearTop1)} | ${beats} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu}, ${row.commit}, ${row.date} |`);
+  }
+  if (results.baselines.randomInit) lines.push(`| *random-init backbone* | ${pct(results.baselines.randomInit.knnTop1)} | | | | | ${results.baselines.randomInit.cpu} |`);
+  if (results.baselines.rawPixels) lines.push(`| *raw pixels* | ${pct(results.baselines.rawPixels.knnTop1)} | | | | | ${results.baselines.rawPixels.cpu} |`);
+  if (missing.length) lines.push('', `Not yet measured with the current recipe: ${missing.join(', ')} (\`npm run bench:zoo -- --methods ${missing.join(',')}\`).`);
+  return lines.join('\n');
+}
+
+function writeTable(results: Results, epochs: number): void {
+  const text = readFileSync(README, 'utf8');
+  const start = '<!-- zoo-table:start -->';
+  const end = '<!-- zoo-table:end -->';
+  const i = text.indexOf(start);
+  const j = text.indexOf(end);
+  if (i < 0 || j < i) throw new Error(`bench:zoo: ${README} has no ${start} ... ${end} section`);
+  writeFileSync(README, `${text.slice(0, i + start.length)}\n${table(results, epochs)}\n${text.slice(j)}`);
+  process.stdout.write(`bench:zoo: wrote the table in ${README}\n`);
+}
+
+async function main(): Promise<void> {
+  await initEngine('auto');
+  const epochs = Number(flag('epochs', '3'));
+  if (!Number.isInteger(epochs) || epochs < 3) throw new Error(`--epochs: ${epochs} is not allowed; expected an integer >= 3 (the issue's minimum, the same for every method)`);
+  const results = load();
+  if (!process.argv.includes('--table')) {
+    const requested = flag('methods', methodNames().join(','))
+      .split(',')
+      .map((m) => m.trim())
+      .filter(Boolean);
+    for (const m of requested) getMethodClass(m); // unknown names fail before any training
+    if (process.argv.includes('--baselines') || !results.baselines.randomInit || !results.baselines.rawPixels) {
+      await baselines(results);
+      save(results);
+    }
+    for (const m of requested) {
+      results.methods[m] = await trainMethod(m, epochs);
+      save(results);
+      const r = results.methods[m];
+      process.stdout.write(`${JSON.stringify(r)}\n`);
+    }
+  }
+  writeTable(results, epochs);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});
