@@ -53,6 +53,20 @@ describe('SimSiam and the nearest-neighbour methods: W ranks equal one process o
     }
   }
 
+  it("verify runs the trainer's own step: nnclr with the gradient cache, nnbyol with gradient accumulation (two pushes a step), 2 ranks pass", () => {
+    for (const [method, extra] of [
+      ['nnclr', ['--norm', 'group', '--grad-cache-chunk', '5']],
+      ['nnbyol', ['--accumulate-grad-batches', '2']],
+    ] as const) {
+      const { status, stdout, stderr } = runCli(
+        ['verify', ...SMALL, ...METHODS[method], '--method', method, '--devices', '2', '--batch-size', '24', '--steps', '3', ...extra],
+        240_000,
+      );
+      assert.equal(status, 0, stdout + stderr);
+      assert.match(stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
+    }
+  });
+
   it('nnclr: a 2-rank training run ends 3 steps with the one-process parameters, buffers and support set', () => {
     const single = checkpointTensors(train('nnclr', 1));
     const ddp = checkpointTensors(train('nnclr', 2));
