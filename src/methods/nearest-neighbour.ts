@@ -42,7 +42,8 @@ export interface Neighbours {
  *   ({@link FeatureQueue.nearest}); they are constants, so no gradient flows through them.
  * - The normalised `z1` and the labels are pushed; FeatureQueue gathers every rank's rows in
  *   rank order, so each rank's lookups run against the queue one process would hold on the
- *   global batch (solo-learn's bug #229 searched only the local batch's rows).
+ *   global batch, not a per-rank queue of its own rows (raised in solo-learn issue #229, whose
+ *   main point, NNCLR's loss against the local predictions only, nnclrLoss covers).
  * - `nn_acc` is the mean over this rank's samples (its mean over ranks is the global one).
  */
 export function nearestNeighbours(queue: FeatureQueue, z1: Tensor, z2: Tensor, labels: Tensor): Neighbours {
