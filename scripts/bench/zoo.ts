@@ -139,7 +139,10 @@ async function baselines(results: Results): Promise<void> {
   method.eval();
   const randomInit = knnTop1(method, train, test);
   method.dispose();
-  const pixels: FeatureModel = { features: (images: Tensor) => tf.reshape(images, [images.shape[0], -1]), classifier: { forward: (f: Tensor) => tf.zeros([f.shape[0], 1]) } };
+  const pixels: FeatureModel = {
+    features: (images: Tensor) => tf.reshape(images, [images.shape[0], -1]),
+    classifier: { forward: (f: Tensor) => tf.zeros([f.shape[0], 1]) },
+  };
   const rawPixels = knnTop1(pixels, train, test);
   results.baselines = { randomInit: { knnTop1: randomInit, ...provenance() }, rawPixels: { knnTop1: rawPixels, ...provenance() } };
   process.stdout.write(`baselines: random-init backbone kNN top-1 ${(100 * randomInit).toFixed(2)}%, raw pixels ${(100 * rawPixels).toFixed(2)}%\n`);
@@ -190,23 +193,26 @@ function table(results: Results, epochs: number): string {
   const missing: string[] = [];
   for (const name of methodNames()) {
     const row = results.methods[name];
-    let current = false;
-    try {
-      current = row !== undefined && row.fingerprint === fingerprint(benchConfig(name, row.epochs)) && row.epochs === epochs;
-    } catch {
-      current = false; // no Fashion-MNIST recipe
-    }
-    if (!row || !current) {
+    if (
+      !row ||
+      row.epochs !== epochs ||
+      !existsSync(join('configs', `${name}-fashion-mnist.yaml`)) ||
+      row.fingerprint !== fingerprint(benchConfig(name, row.epochs))
+    ) {
       missing.push(name);
       continue;
     }
     const beats = random === undefined ? 'no baseline' : row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**';
     const time = `${Math.floor(row.wallTimeSec / 60)} min ${Math.round(row.wallTimeSec % 60)} s`;
-    lines.push(`| ${name} | ${pct(row.knnTop1)} | ${pct(row.linearTop1)} | ${beats} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu}, ${row.commit}, ${row.date} |`);
+    lines.push(
+      `| ${name} | ${pct(row.knnTop1)} | ${pct(row.linearTop1)} | ${beats} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu}, ${row.commit}, ${row.date} |`,
+    );
   }
-  if (results.baselines.randomInit) lines.push(`| *random-init backbone* | ${pct(results.baselines.randomInit.knnTop1)} | | | | | ${results.baselines.randomInit.cpu} |`);
+  if (results.baselines.randomInit)
+    lines.push(`| *random-init backbone* | ${pct(results.baselines.randomInit.knnTop1)} | | | | | ${results.baselines.randomInit.cpu} |`);
   if (results.baselines.rawPixels) lines.push(`| *raw pixels* | ${pct(results.baselines.rawPixels.knnTop1)} | | | | | ${results.baselines.rawPixels.cpu} |`);
-  if (missing.length) lines.push('', `Not yet measured with the current recipe: ${missing.join(', ')} (\`npm run bench:zoo -- --methods ${missing.join(',')}\`).`);
+  if (missing.length)
+    lines.push('', `Not yet measured with the current recipe: ${missing.join(', ')} (\`npm run bench:zoo -- --methods ${missing.join(',')}\`).`);
   return lines.join('\n');
 }
 
@@ -224,7 +230,8 @@ function writeTable(results: Results, epochs: number): void {
 async function main(): Promise<void> {
   await initEngine('auto');
   const epochs = Number(flag('epochs', '3'));
-  if (!Number.isInteger(epochs) || epochs < 3) throw new Error(`--epochs: ${epochs} is not allowed; expected an integer >= 3 (the issue's minimum, the same for every method)`);
+  if (!Number.isInteger(epochs) || epochs < 3)
+    throw new Error(`--epochs: ${epochs} is not allowed; expected an integer >= 3 (the issue's minimum, the same for every method)`);
   const results = load();
   if (!process.argv.includes('--table')) {
     const requested = flag('methods', methodNames().join(','))

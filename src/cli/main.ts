@@ -220,7 +220,9 @@ function roundDefaultBatchSize(config: TrainConfig, explicit: boolean): void {
   const rounded = Math.floor(config.batchSize / ranks) * ranks;
   if (explicit || config.batchSize % ranks === 0 || rounded < ranks) return;
   if (!workerEnv()) {
-    process.stderr.write(`ssl-train: note: the default batch size ${config.batchSize} is not a multiple of ${ranks} ranks; using ${rounded} (the lr scales with it)\n`);
+    process.stderr.write(
+      `ssl-train: note: the default batch size ${config.batchSize} is not a multiple of ${ranks} ranks; using ${rounded} (the lr scales with it)\n`,
+    );
   }
   config.batchSize = rounded;
 }

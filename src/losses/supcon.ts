@@ -9,7 +9,7 @@ import { MASKED_LOGIT } from './nt-xent.js';
 import { checkPair, checkPositive, l2NormalizeRows, oneHotMask, rangeFrom } from './ops.js';
 
 export interface SupconOptions {
-  /** Softmax temperature τ > 0 (solo-learn's SupCon recipe: 0.1). */
+  /** Softmax temperature τ > 0 (the paper's 0.1; solo-learn's CIFAR recipe 0.2). */
   temperature: number;
 }
 

@@ -165,8 +165,9 @@ describe('method arguments', () => {
       ['weighted_simclr_args_test', WeightedSimCLR],
     ] as const) {
       assert.match(text, new RegExp(`^${name} \\(${cls.name}\\)$`, 'm'), `${name} listed`);
+      const block = describeMethods([name]); // its own block: other methods may share an argument's description
       for (const [arg, spec] of Object.entries(cls.args)) {
-        const line = text.split('\n').find((l) => l.trim().startsWith(`${arg} `) && l.includes(spec.description));
+        const line = block.split('\n').find((l) => l.trim().startsWith(`${arg} `) && l.includes(spec.description));
         assert.ok(line, `${name}.${arg} listed`);
         assert.deepEqual(line.trim().split(/\s{2,}/), [arg, spec.kind, String(spec.default), describeRange(spec), spec.description]);
       }
@@ -175,7 +176,10 @@ describe('method arguments', () => {
     assert.match(text, /^\s+baseTau\s+float\s+0\.99\s+\[0, 1\]\s+/m);
     assert.match(text, /^\s+varianceWeight\s+float\s+1\s+>= 0\s+weight of the variance term$/m);
     const byolOnly = describeMethods(['byol']);
-    assert.match(byolOnly, /^byol \(BYOL\)\n {2}paper: {2}Grill et al\. 2020, .*\n {2}recipe: lars, lr 1, classifier lr 0\.1, weight decay 0\.00001; views 'byol'\n {2}labels: not used.*\n\s+name\s+kind\s+default\s+range\s+description\n/);
+    assert.match(
+      byolOnly,
+      /^byol \(BYOL\)\n {2}paper: {2}Grill et al\. 2020, .*\n {2}recipe: lars, lr 1, classifier lr 0\.1, weight decay 0\.00001; views 'byol'\n {2}labels: not used.*\n\s+name\s+kind\s+default\s+range\s+description\n/,
+    );
     assert.doesNotMatch(byolOnly, /simclr/);
     throwsUser(() => describeMethods(['nope']), /method: "nope" is not allowed; expected one of/);
     assert.deepEqual(formatArgs({}), ['  (no hyperparameters)']);

@@ -108,7 +108,16 @@ describe('FeatureQueue', () => {
       ),
     ]);
     q.flush();
-    const { index, rows } = q.nearest(tf.tensor2d([[0.1, -0.9], [-2, 0.5], [0.8, 0.7]], [3, 2]));
+    const { index, rows } = q.nearest(
+      tf.tensor2d(
+        [
+          [0.1, -0.9],
+          [-2, 0.5],
+          [0.8, 0.7],
+        ],
+        [3, 2],
+      ),
+    );
     assert.deepEqual(Array.from(index.dataSync()), [3, 2, 0]);
     assert.deepEqual(rows.arraySync(), [
       [0, -1],
@@ -128,7 +137,18 @@ describe('FeatureQueue', () => {
     const a = new FeatureQueue(5, 2, { labels: true, rng: new Rng(3) });
     const b = new FeatureQueue(5, 2, { labels: true, rng: new Rng(3) });
     a.push([tf.tensor2d(samples, [3, 2])], tf.tensor1d([7, 8, 9], 'int32'));
-    b.push([tf.tensor2d(Array.from(order, (o) => samples[o]!), [3, 2])], tf.tensor1d(Array.from(order, (o) => [7, 8, 9][o]!), 'int32'));
+    b.push(
+      [
+        tf.tensor2d(
+          Array.from(order, (o) => samples[o]!),
+          [3, 2],
+        ),
+      ],
+      tf.tensor1d(
+        Array.from(order, (o) => [7, 8, 9][o]!),
+        'int32',
+      ),
+    );
     a.flush();
     b.flush();
     assert.notDeepEqual(rowsOf(a), rowsOf(b));
