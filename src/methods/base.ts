@@ -54,6 +54,16 @@ export interface StepInfo {
   totalSteps: number;
 }
 
+/** A group of the method's parameters for the optimizer (see {@link BaseMethod.parameterGroups}). */
+export interface ParameterGroup {
+  name: string;
+  params: Array<[string, tf.Variable]>;
+  /** The online classifier's group (its own lr, no weight decay); the last group. */
+  classifier: boolean;
+  /** Keep the method's lr unscheduled, without warmup or cosine decay (solo-learn's `static_lr`). */
+  staticLr?: boolean;
+}
+
 /** Optimizer defaults a method recommends (solo-learn's recipes, per 256 samples). */
 export interface OptimDefaults {
   optimizer: 'sgd' | 'lars' | 'adamw';
@@ -90,7 +100,7 @@ export abstract class BaseMethod extends Module {
   static readonly args: ArgSpecs = defineArgs({});
   /** Optimizer recipe of the method. */
   static readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 };
-  /** The augmentation recipe (see `viewsFor`): `simclr` (two identical views), `byol` or `barlow` (asymmetric blur/solarisation), `vicreg` (symmetric, solarisation on both), ... */
+  /** The augmentation recipe (see `viewsFor`): `simclr` or `simsiam` (two identical views), `byol` or `barlow` (asymmetric blur/solarisation), `vicreg` (symmetric, solarisation on both), ... */
   static readonly viewRecipe: ViewRecipe = 'simclr';
   /** The paper, as `Authors Year, "Title"` (listed by `ssl-train methods`). */
   static readonly paper: string = '';
@@ -215,8 +225,9 @@ export abstract class BaseMethod extends Module {
   /**
    * Parameters split into optimizer groups: everything trainable but the classifier
    * (the method's lr and weight decay), then the classifier (its own lr, no weight decay).
+   * A method may split its part further, e.g. a group with `staticLr` (SimSiam's predictor).
    */
-  parameterGroups(): { name: string; params: Array<[string, tf.Variable]>; classifier: boolean }[] {
+  parameterGroups(): ParameterGroup[] {
     const trainable = this.namedParameters().filter(([, v]) => v.trainable);
     return [
       { name: 'method', params: trainable.filter(([n]) => !n.startsWith('classifier.')), classifier: false },

@@ -21,7 +21,7 @@ export class BYOL extends MomentumMethod {
     predHiddenDim: { kind: 'int', default: 4096, ge: 1, description: 'hidden width of the predictor' },
   });
   declare readonly args: ArgValues<typeof BYOL.args>;
-  static override readonly paper = 'Grill et al. 2020, "Bootstrap Your Own Latent: A New Approach to Self-Supervised Learning"';
+  static override readonly paper: string = 'Grill et al. 2020, "Bootstrap Your Own Latent: A New Approach to Self-Supervised Learning"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 1.0, classifierLr: 0.1, weightDecay: 1e-5 };
   static override readonly viewRecipe = 'byol' as const;
 
@@ -57,7 +57,7 @@ export class BYOL extends MomentumMethod {
     return [...predictions, ...targets];
   }
 
-  override embeddingLoss([p1, p2, t1, t2]: Tensor[]): SslLossOutput {
+  override embeddingLoss([p1, p2, t1, t2]: Tensor[], _labels?: Tensor): SslLossOutput {
     return { loss: byolLoss(p1 as Tensor2D, p2 as Tensor2D, t1 as Tensor2D, t2 as Tensor2D), embeddings: p1 };
   }
 }

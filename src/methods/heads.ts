@@ -26,6 +26,11 @@ export interface MlpHeadOptions {
   outputNorm?: 'affine' | 'plain';
   /** Biases in the Linear layers (default true; MoCo v3's `_build_mlp` has none). */
   bias?: boolean;
+  /**
+   * Give the Linear layers that a normalisation follows a bias (default true). `false` drops
+   * it, as SimSiam's heads do (batch norm cancels it).
+   */
+  biasBeforeNorm?: boolean;
 }
 
 /**
@@ -36,15 +41,15 @@ export interface MlpHeadOptions {
  */
 export function mlpHead(dims: number[], options: MlpHeadOptions): Sequential {
   if (dims.length < 2) throw new Error(`mlpHead: needs at least an input and an output width, got [${dims.join(', ')}]`);
-  const { rng, norm, hiddenNorm = true, outputNorm, bias = true } = options;
+  const { rng, norm, hiddenNorm = true, outputNorm, bias = true, biasBeforeNorm = true } = options;
   const layers: Layer[] = [];
   for (let i = 1; i < dims.length - 1; i++) {
-    layers.push(new Linear(dims[i - 1]!, dims[i]!, { rng, bias }));
+    layers.push(new Linear(dims[i - 1]!, dims[i]!, { rng, bias: bias && (biasBeforeNorm || !hiddenNorm) }));
     if (hiddenNorm) layers.push(headNorm(norm, dims[i]!));
     layers.push(new ReLU());
   }
   const out = dims[dims.length - 1]!;
-  layers.push(new Linear(dims[dims.length - 2]!, out, { rng, bias }));
+  layers.push(new Linear(dims[dims.length - 2]!, out, { rng, bias: bias && (biasBeforeNorm || !outputNorm) }));
   if (outputNorm) layers.push(norm === 'batch' ? new BatchNorm(out, { affine: outputNorm === 'affine' }) : new LayerNorm(out));
   return new Sequential(...layers);
 }

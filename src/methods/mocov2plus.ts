@@ -22,7 +22,7 @@ import { FeatureQueue } from './queue.js';
  * Defaults are solo-learn's CIFAR recipe (`scripts/pretrain/cifar/mocov2plus.yaml`,
  * `solo/methods/mocov2plus.py`): projector 2048-256, queue 32768, temperature 0.2, tau
  * 0.99 -> 0.999, SGD lr 0.3, classifier lr 0.3, weight decay 1e-4, the `symmetric_weak`
- * views ({@link mocov2plusViews}; no blur on small crops, as solo-learn's original CIFAR
+ * views ({@link symmetricWeakViews}; no blur on small crops, as solo-learn's original CIFAR
  * script). Deviation: solo-learn asserts the queue size is a multiple of the global batch;
  * the queue here wraps around at any size.
  */
@@ -38,7 +38,7 @@ export class MoCoV2Plus extends MomentumMethod {
   declare readonly args: ArgValues<typeof MoCoV2Plus.args>;
   static override readonly paper = 'Chen et al. 2020, "Improved Baselines with Momentum Contrastive Learning"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'sgd', lr: 0.3, classifierLr: 0.3, weightDecay: 1e-4 };
-  static override readonly viewRecipe = 'mocov2plus' as const;
+  static override readonly viewRecipe = 'symmetric_weak' as const;
 
   /** `[B, F] -> [B, projOutputDim]`. */
   readonly projector: Sequential;

@@ -1,3 +1,4 @@
+import { withoutGradientTape } from '../core/layers.js';
 import { Module } from '../core/module.js';
 import { detach, l2NormalizeRows } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
@@ -128,13 +129,22 @@ export class FeatureQueue extends Module {
    * The nearest row of `view` to each row of `z` `[B, D]` by inner product (solo-learn's
    * `find_nn`; with normalised rows, cosine): their slots `[B]` int32 and the rows `[B, D]`
    * (constants).
+   *
+   * Under a gradient tape the search runs off the tape (tfjs would otherwise differentiate the
+   * gather with respect to its int32 indices, an error, whenever `z` depends on a trained
+   * variable), and the rows depend on `z` with gradient exactly 0, like {@link detach}: a
+   * caller that differentiates with respect to `z` (the gradient cache) gets zeros, not none.
    */
   nearest(z: Tensor2D, view = 0): { index: Tensor1D; rows: Tensor2D } {
-    return tf.tidy(() => {
-      const bank = this.rows(view);
-      const index = tf.argMax(tf.matMul(detach(z), bank, false, true), 1) as Tensor1D;
-      return { index, rows: tf.gather(bank, index) as Tensor2D };
+    const bank = this.rows(view);
+    const index = withoutGradientTape(() => tf.tidy(() => tf.argMax(tf.matMul(z, bank, false, true), 1) as Tensor1D));
+    const lookup = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
+      const input = args[0] as Tensor;
+      return { value: tf.gather(bank, index), gradFunc: () => tf.zerosLike(input) };
     });
+    const rows = lookup(z) as Tensor2D;
+    bank.dispose();
+    return { index, rows };
   }
 
   /**

@@ -84,8 +84,8 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
 
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {
     const o = this.optim;
-    const [methodGroup, classifierGroup] = this.method.parameterGroups();
-    const method = { name: 'method', lr: scaleLearningRate(o.lr, o.globalBatch), weightDecay: o.weightDecay };
+    const parameterGroups = this.method.parameterGroups();
+    const classifierGroup = parameterGroups.find((g) => g.classifier)!;
     const classifier: ParamGroup = {
       name: 'classifier',
       params: toNamedParams(classifierGroup.params),
@@ -95,10 +95,16 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
     // Biases and normalisation weights get no weight decay, whatever the optimizer. LARS
     // (as in solo-learn's recipes) leaves 1-D parameters without adaptation and without
     // weight decay inside one group; SGD and AdamW get them in a `method_no_decay` group
-    // with weight decay 0 (solo-learn's exclude_bias_n_norm_wd).
-    const methodParams = toNamedParams(methodGroup.params);
-    const groups: ParamGroup[] =
-      o.optimizer === 'lars' ? [{ ...method, params: methodParams }, classifier] : [...splitWeightDecay(methodParams, method), classifier];
+    // with weight decay 0 (solo-learn's exclude_bias_n_norm_wd). A `staticLr` group (solo-learn's
+    // static_lr, e.g. SimSiam's predictor) keeps the method's lr, unscheduled.
+    const methodGroups = parameterGroups
+      .filter((g) => !g.classifier)
+      .flatMap((g) => {
+        const settings = { name: g.name, lr: scaleLearningRate(o.lr, o.globalBatch), weightDecay: o.weightDecay, ...(g.staticLr ? { scheduled: false } : {}) };
+        const params = toNamedParams(g.params);
+        return o.optimizer === 'lars' ? [{ ...settings, params }] : splitWeightDecay(params, settings);
+      });
+    const groups: ParamGroup[] = [...methodGroups, classifier];
     const optimizer = createOptimizer(o.optimizer, groups, { momentum: o.momentum, eta: o.larsEta, clipLr: o.larsClipLr, excludeBiasAndNorm: true });
     const schedule = new WarmupCosineSchedule({
       warmupSteps: Math.round(o.warmupEpochs * info.stepsPerEpoch),

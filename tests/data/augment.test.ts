@@ -10,7 +10,7 @@ import {
   evalTransform,
   evalView,
   gaussianBlur,
-  mocov2plusViews,
+  symmetricWeakViews,
   randomResizedCropBox,
   resslViews,
   simclrViews,
@@ -292,16 +292,16 @@ describe('data/augment presets and validation', () => {
     assert.equal(over[1].solarizationProb, 0.2);
   });
 
-  it('mocov2plusViews: two identical views, weaker jitter than SimCLR (solo-learn symmetric_weak), blur only on large crops', () => {
-    const views = mocov2plusViews(gray);
+  it('symmetricWeakViews: two identical views, weaker jitter than SimCLR (solo-learn symmetric_weak), blur only on large crops', () => {
+    const views = symmetricWeakViews(gray);
     assert.equal(views.length, 2);
     assert.deepEqual(views[0], views[1]);
     const v = views[0];
     assert.deepEqual([v.brightness, v.contrast, v.saturation, v.hue, v.colorJitterProb], [0.4, 0.4, 0.4, 0.1, 0.8]);
     assert.deepEqual([v.grayscaleProb, v.hflipProb, v.gaussianBlurProb, v.solarizationProb], [0.2, 0.5, 0, 0]);
     assert.deepEqual(v.cropScale, [0.2, 1]);
-    assert.equal(mocov2plusViews(gray, 96)[1].gaussianBlurProb, 0.5);
-    assert.deepEqual(viewsFor('mocov2plus', gray), views);
+    assert.equal(symmetricWeakViews(gray, 96)[1].gaussianBlurProb, 0.5);
+    assert.deepEqual(viewsFor('symmetric_weak', gray), views);
   });
 
   it("resslViews: a strong student view and a weak teacher view (crop and flip only), as solo-learn's ressl.yaml", () => {

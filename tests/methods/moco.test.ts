@@ -138,7 +138,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
     assert.deepEqual(MoCoV2Plus.optimDefaults, { optimizer: 'sgd', lr: 0.3, classifierLr: 0.3, weightDecay: 1e-4 });
     assert.deepEqual(MoCoV3.optimDefaults, { optimizer: 'lars', lr: 0.3, classifierLr: 0.3, weightDecay: 1e-6 });
     assert.deepEqual(ReSSL.optimDefaults, { optimizer: 'sgd', lr: 0.05, classifierLr: 0.1, weightDecay: 1e-4 });
-    assert.deepEqual([MoCoV2Plus.viewRecipe, MoCoV3.viewRecipe, ReSSL.viewRecipe], ['mocov2plus', 'byol', 'ressl']);
+    assert.deepEqual([MoCoV2Plus.viewRecipe, MoCoV3.viewRecipe, ReSSL.viewRecipe], ['symmetric_weak', 'byol', 'ressl']);
     for (const name of METHODS) assert.match(getMethodClass(name).paper, /^.+ 20\d\d, ".+"$/);
   });
 

@@ -1,7 +1,7 @@
 /**
  * solo-learn's augmentation recipes, per method: the views of SimCLR ({@link simclrViews}),
  * BYOL ({@link byolViews}), Barlow Twins ({@link barlowViews}), VICReg ({@link vicregViews}),
- * MoCo v2+ ({@link mocov2plusViews}) and ReSSL ({@link resslViews}), picked by name with
+ * SimSiam and MoCo v2+ ({@link symmetricWeakViews}) and ReSSL ({@link resslViews}), picked by name with
  * {@link viewsFor}, and a dataset's eval transform ({@link evalTransform}). Crop sizes
  * default to the image size and normalisation to the dataset's; crops above 64 px get the
  * ImageNet recipes (with Gaussian blur), smaller ones the CIFAR recipes (without).
@@ -37,6 +37,19 @@ export interface PresetOptions {
  */
 export function simclrViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
   const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.8, 0.8, 0.8, 0.2]);
+  const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
+  return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
+}
+
+/**
+ * solo-learn's `symmetric_weak` recipe (its CIFAR SimSiam and MoCo v2+ scripts): two
+ * identically configured views as {@link simclrViews} but with the weaker
+ * ColorJitter(0.4, 0.4, 0.4, 0.1) (p = 0.8). Gaussian blur p = 0.5 only for crops above
+ * 64 px, as {@link simclrViews} (solo-learn's current CIFAR yamls blur 32 px crops too; its
+ * original CIFAR scripts did not, as the other recipes here).
+ */
+export function symmetricWeakViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.4, 0.1]);
   const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
   return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
 }
@@ -107,23 +120,10 @@ export function vicregViews(dataset: ImageDataset, cropSize?: number, options: P
 }
 
 /**
- * solo-learn's MoCo v2+ recipe (`symmetric_weak.yaml`): two identically configured views as
- * {@link simclrViews} but with weaker colour jitter, ColorJitter(0.4, 0.4, 0.4, 0.1) p = 0.8,
- * grayscale p = 0.2, flip p = 0.5; Gaussian blur p = 0.5 only for crops above 64 px (solo-learn's
- * CIFAR yaml now blurs 32 px crops too; its original CIFAR script did not, as the other
- * recipes here).
- */
-export function mocov2plusViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
-  const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.4, 0.1]);
-  const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
-  return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
-}
-
-/**
  * solo-learn's ReSSL recipe (`ressl.yaml`): view 1 is the student's strong view,
  * RandomResizedCrop, ColorJitter(0.4, 0.4, 0.2, 0.1) p = 0.8, grayscale p = 0.2, flip p = 0.5,
  * no solarization, Gaussian blur p = 0.5 for crops above 64 px (none on small images, as
- * {@link mocov2plusViews}); view 2 is the teacher's weak view: the same RandomResizedCrop and
+ * {@link symmetricWeakViews}); view 2 is the teacher's weak view: the same RandomResizedCrop and
  * flip p = 0.5, nothing else (no jitter, grayscale, blur or solarization).
  */
 export function resslViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
@@ -155,23 +155,23 @@ export function evalTransform(dataset: ImageDataset, cropSize?: number, stats?: 
 }
 
 /** The names of the augmentation recipes (a method's `static viewRecipe`). */
-export type ViewRecipe = 'simclr' | 'byol' | 'barlow' | 'vicreg' | 'mocov2plus' | 'ressl';
+export type ViewRecipe = 'simclr' | 'symmetric_weak' | 'byol' | 'barlow' | 'vicreg' | 'ressl';
 
 /**
  * The views of a recipe name (a method's `static viewRecipe`) for `dataset`, with the
- * recipe's defaults: 'byol', 'barlow', 'vicreg', 'mocov2plus' and 'ressl' give theirs, any
- * other name SimCLR's.
+ * recipe's defaults: 'symmetric_weak', 'byol', 'barlow', 'vicreg' and 'ressl' give theirs,
+ * any other name SimCLR's.
  */
 export function viewsFor(recipe: ViewRecipe, dataset: ImageDataset): ViewAugmentation[] {
   switch (recipe) {
+    case 'symmetric_weak':
+      return symmetricWeakViews(dataset);
     case 'byol':
       return byolViews(dataset);
     case 'barlow':
       return barlowViews(dataset);
     case 'vicreg':
       return vicregViews(dataset);
-    case 'mocov2plus':
-      return mocov2plusViews(dataset);
     case 'ressl':
       return resslViews(dataset);
     default:
