@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { methodNames } from '../../src/methods/registry.js';
+import { BUILT_IN_METHODS } from '../../src/methods/registry.js';
 import { flag, writeReport } from './common.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
@@ -40,7 +40,7 @@ function worstQueueRatio(stdout: string): number | null {
 }
 
 function main(): void {
-  const methods = flag('methods', methodNames().join(',')).split(',').filter(Boolean);
+  const methods = flag('methods', BUILT_IN_METHODS.join(',')).split(',').filter(Boolean);
   const devices = flag('devices', '2,3').split(',').map(Number);
   const runs: VerifyRun[] = [];
   for (const method of methods) {

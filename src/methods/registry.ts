@@ -87,16 +87,23 @@ export function describeMethods(names: readonly string[] = methodNames()): strin
     .join('\n\n');
 }
 
-registerMethod('simclr', SimCLR);
-registerMethod('barlow_twins', BarlowTwins);
-registerMethod('byol', BYOL);
-registerMethod('mocov2plus', MoCoV2Plus);
-registerMethod('mocov3', MoCoV3);
-registerMethod('ressl', ReSSL);
-registerMethod('vicreg', VICReg);
-registerMethod('supcon', SupCon);
-registerMethod('dcl', DCL);
-registerMethod('simsiam', SimSiam);
-registerMethod('nnclr', NNCLR);
-registerMethod('nnbyol', NNBYOL);
-registerMethod('nnsiam', NNSiam);
+/** The methods ssl-zoo ships, by name (registered below; user subclasses come on top). */
+const BUILT_IN: Record<string, MethodClass> = {
+  simclr: SimCLR,
+  barlow_twins: BarlowTwins,
+  byol: BYOL,
+  mocov2plus: MoCoV2Plus,
+  mocov3: MoCoV3,
+  ressl: ReSSL,
+  vicreg: VICReg,
+  supcon: SupCon,
+  dcl: DCL,
+  simsiam: SimSiam,
+  nnclr: NNCLR,
+  nnbyol: NNBYOL,
+  nnsiam: NNSiam,
+};
+for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
+
+/** The names of the built-in methods, sorted. */
+export const BUILT_IN_METHODS: readonly string[] = Object.keys(BUILT_IN).sort();

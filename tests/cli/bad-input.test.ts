@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { methodNames } from '../../src/methods/registry.js';
+import { BUILT_IN_METHODS } from '../../src/methods/registry.js';
 import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
 
 const dir = tempDir();
@@ -16,7 +16,11 @@ writeFileSync(notCheckpoint, 'not a checkpoint');
 
 /** [description, args, pattern the one-line message must match] */
 const CASES: Array<[string, string[], RegExp]> = [
-  ['unknown method', ['--method', 'no_such_method'], new RegExp(`method: "no_such_method" is not allowed; expected one of ${methodNames().join(', ')}$`, 'm')],
+  [
+    'unknown method',
+    ['--method', 'no_such_method'],
+    new RegExp(`method: "no_such_method" is not allowed; expected one of ${BUILT_IN_METHODS.join(', ')}$`, 'm'),
+  ],
   ['negative lr', ['--lr', '-0.1'], /--lr: -0.1 is not allowed; expected a number > 0/],
   ['non-numeric batch size', ['--batch-size', 'big'], /--batch-size: "big" is not allowed; expected an integer/],
   ['zero epochs', ['--epochs', '0'], /--epochs: 0 is not allowed; expected .*1/],
