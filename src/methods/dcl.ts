@@ -1,9 +1,8 @@
 import type { Tensor, Tensor2D } from '../core/tf.js';
-import type { Sequential } from '../core/layers.js';
 import { dclLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
-import { mlpHead } from './heads.js';
-import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import type { OptimDefaults, SslLossOutput } from './base.js';
+import { SimCLR } from './simclr.js';
 
 /**
  * DCL (Yeh et al. 2022), decoupled contrastive learning: SimCLR with the positive pair
@@ -20,10 +19,9 @@ import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput 
  * Linear-ReLU-Linear 2048 -> 256, LARS lr 0.4, classifier lr 0.1, weight decay 1e-4,
  * SimCLR's views), with the temperature 0.1 of the paper and of lightly's `DCLLoss`.
  */
-export class DCL extends BaseMethod {
+export class DCL extends SimCLR {
   static override readonly args = defineArgs({
-    projHiddenDim: { kind: 'int', default: 2048, ge: 1, description: 'hidden width of the projector' },
-    projOutputDim: { kind: 'int', default: 256, ge: 1, description: 'output width of the projector (the embeddings the loss compares)' },
+    ...SimCLR.args,
     temperature: { kind: 'float', default: 0.1, gt: 0, description: 'softmax temperature of the decoupled contrastive loss' },
     sigma: { kind: 'float', default: 0, ge: 0, description: '0: DCL (unweighted); > 0: DCLW with this sigma of its von Mises-Fisher weights (paper: 0.5)' },
   });
@@ -31,26 +29,9 @@ export class DCL extends BaseMethod {
   static override readonly paper = 'Yeh et al. 2022, "Decoupled Contrastive Learning"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4 };
 
-  /** `[B, F] -> [B, projOutputDim]`. */
-  readonly projector: Sequential;
-
-  constructor(ctx: MethodContext) {
-    super(ctx);
-    const { projHiddenDim, projOutputDim } = this.args;
-    this.projector = this.addModule(
-      'projector',
-      mlpHead([this.backbone.featureDim, projHiddenDim, projOutputDim], { norm: this.norm, hiddenNorm: false, rng: ctx.rng }),
-    );
-  }
-
   /** Whether this is the weighted variant DCLW (`sigma` > 0). */
   get weighted(): boolean {
     return this.args.sigma > 0;
-  }
-
-  /** Projections of the two views: `[B, projOutputDim]` each. */
-  override embed(features: Tensor[]): Tensor[] {
-    return features.map((f) => this.projector.forward(f));
   }
 
   override embeddingLoss([z1, z2]: Tensor[]): SslLossOutput {

@@ -16,7 +16,7 @@ export class SimCLR extends BaseMethod {
     temperature: { kind: 'float', default: 0.2, gt: 0, description: 'softmax temperature of NT-Xent' },
   });
   declare readonly args: ArgValues<typeof SimCLR.args>;
-  static override readonly paper = 'Chen et al. 2020, "A Simple Framework for Contrastive Learning of Visual Representations"';
+  static override readonly paper: string = 'Chen et al. 2020, "A Simple Framework for Contrastive Learning of Visual Representations"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-4 };
 
   /** `[B, F] -> [B, projOutputDim]`. */
@@ -36,7 +36,7 @@ export class SimCLR extends BaseMethod {
     return features.map((f) => this.projector.forward(f));
   }
 
-  override embeddingLoss([z1, z2]: Tensor[]): SslLossOutput {
+  override embeddingLoss([z1, z2]: Tensor[], _labels?: Tensor): SslLossOutput {
     return {
       loss: ntXentLoss(z1 as Tensor2D, z2 as Tensor2D, { temperature: this.args.temperature }),
       embeddings: z1,

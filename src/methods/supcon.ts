@@ -1,9 +1,8 @@
 import type { Tensor, Tensor1D, Tensor2D } from '../core/tf.js';
-import type { Sequential } from '../core/layers.js';
 import { supconLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
-import { mlpHead } from './heads.js';
-import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import type { OptimDefaults, SslLossOutput } from './base.js';
+import { SimCLR } from './simclr.js';
 
 /**
  * SupCon (Khosla et al. 2020), supervised: SimCLR's projector (Linear-ReLU-Linear, no
@@ -16,33 +15,15 @@ import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput 
  * 2048 -> 256, temperature 0.2, SGD (momentum 0.9) lr 0.4, classifier lr 0.1, weight decay
  * 1e-5, SimCLR's symmetric views.
  */
-export class SupCon extends BaseMethod {
+export class SupCon extends SimCLR {
   static override readonly args = defineArgs({
-    projHiddenDim: { kind: 'int', default: 2048, ge: 1, description: 'hidden width of the projector' },
-    projOutputDim: { kind: 'int', default: 256, ge: 1, description: 'output width of the projector (the embeddings the loss compares)' },
+    ...SimCLR.args,
     temperature: { kind: 'float', default: 0.2, gt: 0, description: 'softmax temperature of the supervised contrastive loss' },
   });
   declare readonly args: ArgValues<typeof SupCon.args>;
   static override readonly paper = 'Khosla et al. 2020, "Supervised Contrastive Learning"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'sgd', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-5 };
   static override readonly needsLabels = true;
-
-  /** `[B, F] -> [B, projOutputDim]`. */
-  readonly projector: Sequential;
-
-  constructor(ctx: MethodContext) {
-    super(ctx);
-    const { projHiddenDim, projOutputDim } = this.args;
-    this.projector = this.addModule(
-      'projector',
-      mlpHead([this.backbone.featureDim, projHiddenDim, projOutputDim], { norm: this.norm, hiddenNorm: false, rng: ctx.rng }),
-    );
-  }
-
-  /** Projections of the views: `[B, projOutputDim]` each. */
-  override embed(features: Tensor[]): Tensor[] {
-    return features.map((f) => this.projector.forward(f));
-  }
 
   /** `labels` `[B]` int32: the class of each sample (shared by its views). */
   override embeddingLoss(embeddings: Tensor[], labels: Tensor): SslLossOutput {
