@@ -4,6 +4,7 @@
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { detach } from '../core/ops.js';
+import { withoutGradientTape } from '../core/layers.js';
 import { batchLayout } from './global-batch.js';
 import { checkPair, checkPositive, checkQueue, l2NormalizeRows } from './ops.js';
 
@@ -36,8 +37,14 @@ export function mocoLoss(query: tf.Tensor2D, key: tf.Tensor2D, queue: tf.Tensor2
     const k = l2NormalizeRows(detach(key));
     const positive = tf.sum(tf.mul(q, k), 1, true); // [B, 1]
     const negatives = tf.matMul(q, detach(queue), false, true); // [B, K]
-    const logits = tf.div(tf.concat([positive, negatives], 1), options.temperature); // [B, 1 + K]
-    const logProbPositive = tf.slice(tf.logSoftmax(logits, 1), [0, 0], [-1, 1]); // [B, 1]
-    return tf.neg(tf.mean(logProbPositive)) as Scalar;
+    // log p(positive) = p − logsumexp([p, n_1..n_K]) for the logits p, n / τ. Computed without
+    // a [B, 1 + K] concat, and with the stabilising row maximum computed off the gradient tape
+    // (the value and the gradient do not depend on it): on the CPU backend, the backward passes
+    // of a column concat and of a row max (even a detached one) cost seconds at K = 32768.
+    const p = tf.div(positive, options.temperature); // [B, 1]
+    const n = tf.div(negatives, options.temperature); // [B, K]
+    const top = withoutGradientTape(() => tf.maximum(p, tf.max(n, 1, true))); // [B, 1], a constant
+    const lse = tf.add(top, tf.log(tf.add(tf.exp(tf.sub(p, top)), tf.sum(tf.exp(tf.sub(n, top)), 1, true)))); // [B, 1]
+    return tf.neg(tf.mean(tf.sub(p, lse))) as Scalar;
   });
 }
