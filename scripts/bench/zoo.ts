@@ -10,7 +10,8 @@
  * figures, the recipe fingerprint, commit, CPU and date), from which the README's table is
  * regenerated (between `<!-- zoo-table:start -->` and `<!-- zoo-table:end -->`). A row whose
  * fingerprint differs from the method's current recipe is stale: the table lists the method
- * as not measured. `--table` only regenerates the table.
+ * as not measured. `--table` only regenerates the table; `--from-runs` records the finished
+ * runs in bench-runs/zoo/ instead of training again.
  */
 import { createHash } from 'node:crypto';
 import { execSync } from 'node:child_process';
@@ -25,6 +26,7 @@ import { extractFeatures, type FeatureModel } from '../../src/eval/features.js';
 import { weightedKnn } from '../../src/eval/knn.js';
 import { buildConfig, readConfigFile, type TrainConfig } from '../../src/experiment/config.js';
 import { prepareExperiment, runTraining } from '../../src/experiment/train.js';
+import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
 import { BUILT_IN_METHODS, getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { flag } from './common.js';
 
@@ -44,6 +46,8 @@ interface MethodRow {
   embeddingStd: number | null;
   epochs: number;
   fingerprint: string;
+  /** Anything that qualifies the figures (e.g. other jobs on the machine). */
+  note?: string;
   commit: string;
   cpu: string;
   date: string;
@@ -162,24 +166,40 @@ function metricOf(runDir: string, name: string, how: 'mean' | 'last'): number | 
   return how === 'last' ? values[values.length - 1]! : values.reduce((a, b) => a + b, 0) / values.length;
 }
 
-async function trainMethod(method: string, epochs: number): Promise<MethodRow> {
-  const config = benchConfig(method, epochs);
-  process.stdout.write(`bench:zoo: ${method}, ${epochs} epochs (${join('configs', `${method}-fashion-mnist.yaml`)})\n`);
-  const run = await runTraining(config);
-  const v = run.fit.validation;
-  if (typeof v.knn_acc1 !== 'number' || typeof v.acc1 !== 'number') throw new Error(`bench:zoo: ${method} ended without validation metrics`);
-  const steps = run.fit.progress.step;
+/**
+ * The row of `method` from its finished run directory (bench-runs/zoo/<method>): the last
+ * validation in metrics.jsonl, the training wall time saved in the final checkpoint.
+ */
+function rowFromRun(method: string, config: TrainConfig): MethodRow {
+  const runDir = config.runDir!;
+  const knn = metricOf(runDir, 'val/knn_acc1', 'last');
+  const linear = metricOf(runDir, 'val/acc1', 'last');
+  if (knn === null || linear === null) throw new Error(`bench:zoo: ${method} ended without validation metrics in ${runDir}/metrics.jsonl`);
+  const checkpoint = loadCheckpoint(join(runDir, 'checkpoints', 'last.ckpt'));
+  tf.dispose(Object.values(checkpoint.tensors));
+  const wallTimeSec = Number(checkpoint.meta.wallTimeSec);
+  const steps = Number((checkpoint.meta.progress as { step?: number } | undefined)?.step);
+  if (!(steps * config.batchSize >= config.epochs * 0.9 * 60000))
+    throw new Error(`bench:zoo: ${runDir} did not finish its ${config.epochs} epochs (step ${steps})`);
   return {
     method,
-    knnTop1: v.knn_acc1,
-    linearTop1: v.acc1,
-    wallTimeSec: run.fit.wallTimeSec,
-    imagesPerSec: metricOf(run.runDir, 'train/images_per_sec', 'mean') ?? (steps * config.batchSize) / run.fit.wallTimeSec,
-    embeddingStd: metricOf(run.runDir, 'train/embedding_std', 'last'),
-    epochs,
+    knnTop1: knn,
+    linearTop1: linear,
+    wallTimeSec,
+    imagesPerSec: metricOf(runDir, 'train/images_per_sec', 'mean') ?? (steps * config.batchSize) / wallTimeSec,
+    embeddingStd: metricOf(runDir, 'train/embedding_std', 'last'),
+    epochs: config.epochs,
     fingerprint: fingerprint(config),
     ...provenance(),
   };
+}
+
+async function trainMethod(method: string, epochs: number): Promise<MethodRow> {
+  const config = benchConfig(method, epochs);
+  if (process.argv.includes('--from-runs')) return rowFromRun(method, config);
+  process.stdout.write(`bench:zoo: ${method}, ${epochs} epochs (${join('configs', `${method}-fashion-mnist.yaml`)})\n`);
+  await runTraining(config);
+  return rowFromRun(method, config);
 }
 
 /** The README table from the results: current rows only, each checked against the random-init baseline. */
@@ -205,7 +225,7 @@ function table(results: Results, epochs: number): string {
     const beats = random === undefined ? 'no baseline' : row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**';
     const time = `${Math.floor(row.wallTimeSec / 60)} min ${Math.round(row.wallTimeSec % 60)} s`;
     lines.push(
-      `| ${name} | ${pct(row.knnTop1)} | ${pct(row.linearTop1)} | ${beats} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu}, ${row.commit}, ${row.date} |`,
+      `| ${name} | ${pct(row.knnTop1)} | ${pct(row.linearTop1)} | ${beats} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu}, ${row.commit}, ${row.date}${row.note ? ` (${row.note})` : ''} |`,
     );
   }
   if (results.baselines.randomInit)
@@ -239,7 +259,7 @@ async function main(): Promise<void> {
       .map((m) => m.trim())
       .filter(Boolean);
     for (const m of requested) getMethodClass(m); // unknown names fail before any training
-    if (process.argv.includes('--baselines') || !results.baselines.randomInit || !results.baselines.rawPixels) {
+    if (process.argv.includes('--baselines') || (!process.argv.includes('--from-runs') && (!results.baselines.randomInit || !results.baselines.rawPixels))) {
       await baselines(results);
       save(results);
     }
