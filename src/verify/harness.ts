@@ -254,15 +254,16 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
       if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
       const split = (state: StateArrays) => splitQueues(reference.method, state);
-      const [refState, startState] = [split(refOut.state), split(initialState)];
+      const [refState, startState, ranksState] = [split(refOut.state), split(initialState), split(ranksAfter)];
+      const twinStates = twinOuts.map((o) => split(o.state));
       const lossRoundoff = roundoff((o) => scalarDifference(o.loss, refOut.loss));
       const gradientsRoundoff = roundoff((o) => gradientDifference(o.grads, refOut.grads).value);
-      const parametersRoundoff = roundoff((o) => stateDifference(split(o.state).rest, refState.rest, startState.rest).value);
+      const parametersRoundoff = Math.max(...twinStates.map((t) => stateDifference(t.rest, refState.rest, startState.rest).value));
       const gradients = gradientDifference(ddpOut.grads, refOut.grads);
-      const parameters = stateDifference(split(ranksAfter).rest, refState.rest, startState.rest);
+      const parameters = stateDifference(ranksState.rest, refState.rest, startState.rest);
       const hasQueues = Object.keys(refState.queues).length > 0;
-      const queues = hasQueues ? stateDifference(split(ranksAfter).queues, refState.queues, startState.queues) : undefined;
-      const queuesRoundoff = hasQueues ? roundoff((o) => stateDifference(split(o.state).queues, refState.queues, startState.queues).value) : 0;
+      const queues = hasQueues ? stateDifference(ranksState.queues, refState.queues, startState.queues) : undefined;
+      const queuesRoundoff = hasQueues ? Math.max(...twinStates.map((t) => stateDifference(t.queues, refState.queues, startState.queues).value)) : 0;
       results.push({
         step: s + 1,
         loss: scalarDifference(ddpOut.loss, refOut.loss),
