@@ -1,5 +1,3 @@
-import type { Module } from '../core/module.js';
-import { detach } from '../core/ops.js';
 import type { Tensor, Tensor2D } from '../core/tf.js';
 import type { Sequential } from '../core/layers.js';
 import { byolLoss } from '../losses/index.js';
@@ -39,12 +37,8 @@ export class BYOL extends MomentumMethod {
     const head = { norm: this.norm, rng: ctx.rng };
     this.projector = this.addModule('projector', mlpHead([featureDim, projHiddenDim, projOutputDim], head));
     this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
-    this.momentumProjector = this.addModule('momentumProjector', mlpHead([featureDim, projHiddenDim, projOutputDim], head));
+    this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead([featureDim, projHiddenDim, projOutputDim], head));
     this.initializeTargets();
-  }
-
-  protected override momentumPairs(): Array<[Module, Module]> {
-    return [...super.momentumPairs(), [this.projector, this.momentumProjector]];
   }
 
   /**
@@ -53,7 +47,7 @@ export class BYOL extends MomentumMethod {
    */
   override embed(features: Tensor[], views: Tensor[]): Tensor[] {
     const predictions = features.map((f) => this.predictor.forward(this.projector.forward(f)));
-    const targets = views.map((v) => detach(this.momentumProjector.forward(this.momentumBackbone.forward(v))));
+    const targets = views.map((v) => this.targetProjection(v));
     return [...predictions, ...targets];
   }
 

@@ -1,5 +1,4 @@
-import type { Module } from '../core/module.js';
-import { detach, l2NormalizeRows } from '../core/ops.js';
+import { l2NormalizeRows } from '../core/ops.js';
 import { tf, type Scalar, type Tensor, type Tensor2D } from '../core/tf.js';
 import type { Sequential } from '../core/layers.js';
 import { mocoLoss } from '../losses/index.js';
@@ -53,19 +52,15 @@ export class MoCoV2Plus extends MomentumMethod {
     const dims = [this.backbone.featureDim, projHiddenDim, projOutputDim];
     const head = { norm: this.norm, hiddenNorm: false, rng: ctx.rng };
     this.projector = this.addModule('projector', mlpHead(dims, head));
-    this.momentumProjector = this.addModule('momentumProjector', mlpHead(dims, head));
+    this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead(dims, head));
     this.queue = this.addModule('queue', new FeatureQueue(queueSize, projOutputDim, { views: 2, rng: ctx.rng }));
     this.initializeTargets();
-  }
-
-  protected override momentumPairs(): Array<[Module, Module]> {
-    return [...super.momentumPairs(), [this.projector, this.momentumProjector]];
   }
 
   /** Queries of both views and the target's (detached) keys: `[q1, q2, k1, k2]`, `[B, projOutputDim]` each (not normalised). */
   override embed(features: Tensor[], views: Tensor[]): Tensor[] {
     const queries = features.map((f) => this.projector.forward(f));
-    const keys = views.map((v) => detach(this.momentumProjector.forward(this.momentumBackbone.forward(v))));
+    const keys = views.map((v) => this.targetProjection(v));
     return [...queries, ...keys];
   }
 

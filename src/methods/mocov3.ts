@@ -1,5 +1,3 @@
-import type { Module } from '../core/module.js';
-import { detach } from '../core/ops.js';
 import { tf, type Scalar, type Tensor, type Tensor2D } from '../core/tf.js';
 import type { Sequential } from '../core/layers.js';
 import { mocov3Loss } from '../losses/index.js';
@@ -47,18 +45,14 @@ export class MoCoV3 extends MomentumMethod {
     const head = { norm: this.norm, rng: ctx.rng, bias: false };
     this.projector = this.addModule('projector', mlpHead(projector, { ...head, outputNorm: 'plain' }));
     this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
-    this.momentumProjector = this.addModule('momentumProjector', mlpHead(projector, { ...head, outputNorm: 'plain' }));
+    this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead(projector, { ...head, outputNorm: 'plain' }));
     this.initializeTargets();
-  }
-
-  protected override momentumPairs(): Array<[Module, Module]> {
-    return [...super.momentumPairs(), [this.projector, this.momentumProjector]];
   }
 
   /** Online predictions (queries) of both views and the target's (detached) projections (keys): `[q1, q2, k1, k2]`. */
   override embed(features: Tensor[], views: Tensor[]): Tensor[] {
     const queries = features.map((f) => this.predictor.forward(this.projector.forward(f)));
-    const keys = views.map((v) => detach(this.momentumProjector.forward(this.momentumBackbone.forward(v))));
+    const keys = views.map((v) => this.targetProjection(v));
     return [...queries, ...keys];
   }
 

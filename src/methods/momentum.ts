@@ -1,5 +1,6 @@
-import type { Module } from '../core/module.js';
-import { tf } from '../core/tf.js';
+import type { Layer, Module } from '../core/module.js';
+import { detach } from '../core/ops.js';
+import { tf, type Tensor } from '../core/tf.js';
 import type { Backbone } from '../backbones/index.js';
 import { defineArgs, type ArgValues } from './args.js';
 import { BaseMethod, type MethodContext, type StepInfo } from './base.js';
@@ -25,6 +26,8 @@ export abstract class MomentumMethod extends BaseMethod {
   readonly momentumBackbone: Backbone;
   /** Current EMA coefficient. */
   tau: number;
+  /** The (online projector, EMA target) pair registered by {@link addMomentumProjector}. */
+  private projectorPair?: [Module, Layer];
 
   constructor(ctx: MethodContext) {
     super(ctx);
@@ -33,11 +36,23 @@ export abstract class MomentumMethod extends BaseMethod {
   }
 
   /**
-   * Pairs (online, target) whose parameters the EMA links. Subclasses with target heads
-   * extend the list (`[...super.momentumPairs(), [this.projector, this.momentumProjector]]`).
+   * Registers `target` as the module `momentumProjector`, the EMA copy of `projector`
+   * (it is overwritten with the projector's weights by {@link initializeTargets}).
    */
+  protected addMomentumProjector<L extends Layer>(projector: Module, target: L): L {
+    this.projectorPair = [projector, this.addModule('momentumProjector', target)];
+    return target;
+  }
+
+  /** `[B, C, H, W]`-like view -> `[B, P]`: the target network's projection, detached. */
+  protected targetProjection(view: Tensor): Tensor {
+    if (!this.projectorPair) throw new Error(`${this.constructor.name}: no momentum projector registered`);
+    return detach(this.projectorPair[1].forward(this.momentumBackbone.forward(view)));
+  }
+
+  /** Pairs (online, target) whose parameters the EMA links: the backbones, and the projectors when there is a target projector. */
   protected momentumPairs(): Array<[Module, Module]> {
-    return [[this.backbone, this.momentumBackbone]];
+    return this.projectorPair ? [[this.backbone, this.momentumBackbone], this.projectorPair] : [[this.backbone, this.momentumBackbone]];
   }
 
   /** Copies every online parameter and buffer into its target and freezes the targets. */

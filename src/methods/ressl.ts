@@ -1,5 +1,4 @@
-import type { Module } from '../core/module.js';
-import { detach, l2NormalizeRows } from '../core/ops.js';
+import { l2NormalizeRows } from '../core/ops.js';
 import type { Tensor, Tensor2D } from '../core/tf.js';
 import type { Sequential } from '../core/layers.js';
 import { resslLoss } from '../losses/index.js';
@@ -54,13 +53,9 @@ export class ReSSL extends MomentumMethod {
     const dims = [this.backbone.featureDim, projHiddenDim, projOutputDim];
     const head = { norm: this.norm, hiddenNorm: false, rng: ctx.rng };
     this.projector = this.addModule('projector', mlpHead(dims, head));
-    this.momentumProjector = this.addModule('momentumProjector', mlpHead(dims, head));
+    this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead(dims, head));
     this.queue = this.addModule('queue', new FeatureQueue(queueSize, projOutputDim, { rng: ctx.rng }));
     this.initializeTargets();
-  }
-
-  protected override momentumPairs(): Array<[Module, Module]> {
-    return [...super.momentumPairs(), [this.projector, this.momentumProjector]];
   }
 
   /**
@@ -69,7 +64,7 @@ export class ReSSL extends MomentumMethod {
    */
   override embed(features: Tensor[], views: Tensor[]): Tensor[] {
     const q = this.projector.forward(features[0]);
-    const k = detach(this.momentumProjector.forward(this.momentumBackbone.forward(views[1])));
+    const k = this.targetProjection(views[1]);
     return [q, k];
   }
 
