@@ -81,6 +81,10 @@ export class TrainConfig {
   @Flag('<n>', 'synthetic images: side in pixels') @IsInt() @Min(8) @Max(256) imageSize = 28;
   @Flag('<n>', 'synthetic images: training set size') @IsInt() @Min(16) syntheticSize = 4096;
 
+  @Flag('<n>', 'pre-train on a seeded sample of this many training images (0: all); the kNN memory still samples the whole set')
+  @IsInt()
+  @Min(0)
+  trainSamples = 0;
   @Flag('<n>', 'training epochs') @IsInt() @Min(1) epochs = 10;
   @Flag('<n>', 'stop after this many optimizer steps (smoke runs)') @IsOptional() @IsInt() @Min(1) maxSteps?: number;
   /** Each of W ranks gets batchSize / W. */
@@ -130,6 +134,7 @@ export class TrainConfig {
   @Flag('<seconds>', 'how long a collective waits for the other ranks before failing') @IsNumber() @IsPositive() timeout = 300;
   @Flag('<n>', 'log training metrics every n steps') @IsInt() @Min(1) logEvery = 10;
   @Flag('<n>', 'validate (kNN, linear probe) every n epochs; 0 disables') @IsInt() @Min(0) valEvery = 1;
+  @Flag('<bool>', 'also validate before the first step of a fresh run: the baseline of the initial weights') @IsBoolean() valAtStart = false;
   @Flag('<n>', 'kNN neighbours') @IsInt() @Min(1) knnK = 20;
   @Flag('<x>', 'kNN vote temperature') @IsNumber() @IsPositive() knnTemperature = 0.07;
   @Flag('<n>', 'training images in the kNN memory (0: all)') @IsInt() @Min(0) knnTrainSamples = 10000;

@@ -260,15 +260,16 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const strategy = scope.isRegistered(STRATEGY, true) ? scope.resolve<Strategy>(STRATEGY) : await createStrategy(config, options.worker);
   const worldSize = strategy.group.worldSize;
   checkDropLast(config, worldSize);
-  const localBatch = localBatchSize(config, worldSize, train.length);
+  const pretrainSet = sample(train, config.trainSamples, config.seed + 3);
+  const localBatch = localBatchSize(config, worldSize, pretrainSet.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   const method = experiment.createMethod();
   checkGradCache(config, method, strategy.isGlobalZero);
   const loader = new MultiViewLoader({
-    dataset: train,
+    dataset: pretrainSet,
     views: experiment.views,
     batchSize: localBatch,
-    sampler: strategy.sampler({ length: train.length, seed: config.seed, localBatch, dropLast: config.dropLast }),
+    sampler: strategy.sampler({ length: pretrainSet.length, seed: config.seed, localBatch, dropLast: config.dropLast }),
     seed: config.seed,
     dropLast: config.dropLast,
     workers: config.workers,
@@ -291,7 +292,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     localBatch,
     backendInUse: engine.backend,
     nativeKernels: engine.nativeKernels,
-    trainSize: train.length,
+    trainSize: pretrainSet.length,
     valSize: experiment.test.length,
     parameters: method.numParameters(true),
     packageVersion: packageVersion(),
@@ -314,6 +315,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     accumulateGradBatches: config.accumulateGradBatches,
     logEvery: config.logEvery,
     valEvery: config.valEvery,
+    validateAtStart: config.valAtStart,
     checkpointEvery: config.checkpointEvery,
     checkpointEverySteps: config.checkpointEverySteps,
     runDir,

@@ -6,6 +6,8 @@ export const CALLBACK = Symbol.for('ssl-zoo.Callback');
 
 /** Hooks into the fit loop (Lightning's callbacks), all optional; only rank 0 runs them. */
 export interface Callback {
+  /** The validation metrics of the initial weights, before the first step (`--val-at-start`). */
+  onBaseline?(metrics: Record<string, number>): void;
   onFitStart?(progress: Progress): void;
   onTrainBatchEnd?(progress: Progress, metrics: Record<string, number>): void;
   onEpochEnd?(progress: Progress, metrics: Record<string, number>): void;
@@ -97,6 +99,11 @@ export class ProgressBar implements Callback {
     } else {
       this.stream.write(`${line}\n`);
     }
+  }
+
+  /** One line with the metrics of the initial weights, before the bar starts. */
+  onBaseline(metrics: Record<string, number>): void {
+    this.stream.write(`before training (step 0): ${formatMetrics(metrics, Object.keys(metrics).sort())}\n`);
   }
 
   onFitEnd(): void {

@@ -31,6 +31,11 @@ export interface TrainerOptions {
   /** Validate every this many epochs (and always after the last). 0 disables validation. */
   valEvery: number;
   /**
+   * Also validate before the first step of a fresh run (not of a resumed one), logged at
+   * step 0: the baseline of the initial weights (random init, or the pretrained backbone).
+   */
+  validateAtStart?: boolean;
+  /**
    * Save `checkpoints/epoch-<n>.ckpt` every this many epochs (0: never); `last.ckpt` is
    * written with it, and at the end.
    */
@@ -150,6 +155,11 @@ export class Trainer {
     let failure: unknown;
     let lrs: Record<string, number> = {};
     try {
+      if (this.options.validateAtStart && module.validate && this.options.valEvery > 0 && !restored) {
+        const baseline = this.prefixed('val', await module.validate(progress));
+        for (const l of loggers) l.logMetrics({ ...baseline, epoch: 0 }, 0);
+        for (const c of callbacks) c.onBaseline?.(baseline);
+      }
       for (const c of callbacks) c.onFitStart?.(progress);
       while (progress.epoch < maxEpochs && progress.step < stopAt) {
         let last = Date.now();

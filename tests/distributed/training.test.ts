@@ -3,21 +3,20 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, runCli, tempDir } from '../helpers/run.js';
+import { SMALL_PREDICTOR, SMALL_PROJECTOR, SMALL_RUN } from './helpers.js';
 import { EXAMPLE_CASE } from '../losses/helpers.js';
 import { checkpointTensors, worstRelative } from './checkpoints.js';
 
-/** Small setup with batch norm everywhere (mlp backbone, BN heads) so SyncBatchNorm matters. */
-const SMALL = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '192', '--workers', '0', '--val-every', '0'];
 const HEADS: Record<string, string[]> = {
-  simclr: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'],
-  barlow_twins: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'],
-  byol: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--method-arg', 'predHiddenDim=32'],
+  simclr: SMALL_PROJECTOR,
+  barlow_twins: SMALL_PROJECTOR,
+  byol: [...SMALL_PROJECTOR, ...SMALL_PREDICTOR],
 };
 
 function train(method: string, devices: number, extra: string[] = []): string {
   const runDir = join(tempDir(), 'run');
   const args = [
-    ...SMALL,
+    ...SMALL_RUN,
     ...HEADS[method],
     '--method',
     method,
@@ -53,7 +52,7 @@ describe('data-parallel training equals one process on the global batch', functi
     for (const devices of [2, 3, 4]) {
       it(`${method}: ssl-train verify --devices ${devices} passes (loss, gradients and parameters over 3 steps)`, () => {
         const { status, stdout, stderr } = runCli(
-          ['verify', ...SMALL, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24'],
+          ['verify', ...SMALL_RUN, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24'],
           120_000,
         );
         assert.equal(status, 0, stdout + stderr);
@@ -112,7 +111,7 @@ describe('data-parallel training equals one process on the global batch', functi
   }
 
   it('verify catches per-rank batch statistics (--sync-batchnorm false) and exits 1', () => {
-    const { status, stdout } = runCli(['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--sync-batchnorm', 'false'], 120_000);
+    const { status, stdout } = runCli(['verify', ...SMALL_RUN, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--sync-batchnorm', 'false'], 120_000);
     assert.equal(status, 1);
     assert.match(stdout, /FAILED: the worst difference is [0-9.]+ of its bound/);
   });
@@ -128,7 +127,7 @@ describe('data-parallel training equals one process on the global batch', functi
     const script = join(process.cwd(), 'dist', 'tests', 'distributed', 'workers', 'wrong-gather-cli.js');
     for (const args of [
       ['--steps', '1'],
-      [...SMALL, ...HEADS.simclr, '--batch-size', '24'],
+      [...SMALL_RUN, ...HEADS.simclr, '--batch-size', '24'],
     ]) {
       const out = spawnSync(process.execPath, [script, 'verify', '--method', 'simclr_local_slice_gather', '--devices', '2', ...args], {
         encoding: 'utf8',
@@ -145,14 +144,14 @@ describe('data-parallel training equals one process on the global batch', functi
       ['--norm', 'group', '--grad-cache-chunk', '5'],
     ]) {
       const { status, stdout, stderr } = runCli(
-        ['verify', ...SMALL, ...HEADS.byol, '--method', 'byol', '--devices', '2', '--batch-size', '24', ...extra],
+        ['verify', ...SMALL_RUN, ...HEADS.byol, '--method', 'byol', '--devices', '2', '--batch-size', '24', ...extra],
         120_000,
       );
       assert.equal(status, 0, `${extra.join(' ')}\n${stdout}${stderr}`);
       assert.match(stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
     }
     // The gradient cache with batch norm is refused in verify as in training.
-    const bn = runCli(['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--grad-cache-chunk', '5'], 120_000);
+    const bn = runCli(['verify', ...SMALL_RUN, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--grad-cache-chunk', '5'], 120_000);
     assert.equal(bn.status, 2, bn.stdout + bn.stderr);
     assert.match(bn.stderr, /--grad-cache-chunk: batch norm in training mode couples the samples/);
   });
@@ -160,7 +159,7 @@ describe('data-parallel training equals one process on the global batch', functi
   it('verify --dump writes every step: inputs, both states before it and both gradients, as .npy files', () => {
     const dir = join(tempDir(), 'dump');
     const { status, stdout, stderr } = runCli(
-      ['verify', ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--steps', '2', '--dump', dir],
+      ['verify', ...SMALL_RUN, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--steps', '2', '--dump', dir],
       120_000,
     );
     assert.equal(status, 0, stdout + stderr);
@@ -200,7 +199,7 @@ describe('data-parallel training equals one process on the global batch', functi
         'simclr',
         '--devices',
         '2',
-        ...SMALL.filter((a, i, all) => a !== '--val-every' && all[i - 1] !== '--val-every'),
+        ...SMALL_RUN.filter((a, i, all) => a !== '--val-every' && all[i - 1] !== '--val-every'),
         ...HEADS.simclr,
         '--batch-size',
         '32',
@@ -228,7 +227,7 @@ describe('data-parallel training equals one process on the global batch', functi
   it('a killed rank makes the other exit with a clear error within the timeout, never a hang', async () => {
     const store = tempDir('ssl-zoo-store-');
     const runDir = join(tempDir(), 'run');
-    const args = [CLI, ...SMALL, ...HEADS.simclr, '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir];
+    const args = [CLI, ...SMALL_RUN, ...HEADS.simclr, '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir];
     const env = (rank: number) => ({
       ...process.env,
       RANK: String(rank),
@@ -269,7 +268,7 @@ describe('data-parallel training equals one process on the global batch', functi
     const runDir = join(tempDir(), 'run');
     const launcher = spawn(
       process.execPath,
-      [CLI, ...SMALL, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir],
+      [CLI, ...SMALL_RUN, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--epochs', '50', '--timeout', '3', '--run-dir', runDir],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let stdout = '';

@@ -1,4 +1,5 @@
 import { strict as assert } from 'node:assert';
+import { SMALL_PROJECTOR, SMALL_RUN } from './helpers.js';
 import { runCli } from '../helpers/run.js';
 
 /**
@@ -7,8 +8,7 @@ import { runCli } from '../helpers/run.js';
  * The small setting of training.test.ts: mlp backbone (batch norm everywhere), synthetic
  * 16x16 data, global batch 24, small heads.
  */
-const SMALL = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '192', '--workers', '0', '--val-every', '0'];
-const HEADS = ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'];
+const HEADS = SMALL_PROJECTOR;
 
 const CASES: Array<{ title: string; args: string[] }> = [
   { title: 'vicreg', args: ['--method', 'vicreg'] },
@@ -24,7 +24,7 @@ describe('vicreg, supcon, dcl: data-parallel training equals one process on the 
     for (const devices of [2, 3]) {
       it(`${c.title}: ssl-train verify --devices ${devices} passes (loss, gradients and parameters over 3 steps)`, () => {
         const { status, stdout, stderr } = runCli(
-          ['verify', ...SMALL, ...HEADS, ...c.args, '--devices', String(devices), '--batch-size', '24', '--steps', '3'],
+          ['verify', ...SMALL_RUN, ...HEADS, ...c.args, '--devices', String(devices), '--batch-size', '24', '--steps', '3'],
           120_000,
         );
         assert.equal(status, 0, stdout + stderr);

@@ -9,23 +9,22 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tf } from '../../src/core/tf.js';
 import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
+import { SMALL_PREDICTOR, SMALL_PROJECTOR, SMALL_RUN } from './helpers.js';
 import { runCli, tempDir } from '../helpers/run.js';
 import { checkpointTensors, worstRelative } from './checkpoints.js';
 
-/** The small setting of training.test.ts: mlp backbone with batch norm, 16 px synthetic data. */
-const SMALL = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '192', '--workers', '0', '--val-every', '0'];
 /** 40 keys: the 24-sample global batch wraps the queue around at step 2. */
 const QUEUE = 40;
 const HEADS: Record<string, string[]> = {
-  mocov2plus: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--method-arg', `queueSize=${QUEUE}`],
-  mocov3: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--method-arg', 'predHiddenDim=32'],
-  ressl: ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--method-arg', `queueSize=${QUEUE}`],
+  mocov2plus: [...SMALL_PROJECTOR, '--method-arg', `queueSize=${QUEUE}`],
+  mocov3: [...SMALL_PROJECTOR, ...SMALL_PREDICTOR],
+  ressl: [...SMALL_PROJECTOR, '--method-arg', `queueSize=${QUEUE}`],
 };
 const QUEUED = new Set(['mocov2plus', 'ressl']);
 
 function train(method: string, devices: number, runDir: string, extra: string[] = []): string {
   const args = [
-    ...SMALL,
+    ...SMALL_RUN,
     ...HEADS[method],
     '--method',
     method,
@@ -69,7 +68,7 @@ describe('MoCo v2+, MoCo v3, ReSSL: data-parallel training equals one process on
     for (const devices of [2, 3]) {
       it(`${method}: ssl-train verify --devices ${devices} passes (loss, gradients, parameters${QUEUED.has(method) ? ' and a wrapping queue' : ''} over 3 steps)`, () => {
         const { status, stdout, stderr } = runCli(
-          ['verify', ...SMALL, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24', '--steps', '3'],
+          ['verify', ...SMALL_RUN, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24', '--steps', '3'],
           180_000,
         );
         assert.equal(status, 0, stdout + stderr);

@@ -7,12 +7,11 @@
  */
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';
+import { SMALL_PREDICTOR, SMALL_PROJECTOR, SMALL_RUN } from './helpers.js';
 import { runCli, tempDir } from '../helpers/run.js';
 import { checkpointTensors, worstRelative } from './checkpoints.js';
 
-/** Small setup with batch norm everywhere (mlp backbone, BN heads) so SyncBatchNorm matters. */
-const SMALL = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '192', '--workers', '0', '--val-every', '0'];
-const HEADS = ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--method-arg', 'predHiddenDim=32'];
+const HEADS = [...SMALL_PROJECTOR, ...SMALL_PREDICTOR];
 /** 40 rows: a batch of 24 fills slots 0-23, then 24-39 and 0-7 (wrapping around), then 8-31. */
 const QUEUE = ['--method-arg', 'queueSize=40'];
 const METHODS: Record<string, string[]> = {
@@ -24,7 +23,7 @@ const METHODS: Record<string, string[]> = {
 
 function train(method: string, devices: number): string {
   const runDir = join(tempDir(), 'run');
-  const args = [...SMALL, ...METHODS[method], '--method', method, '--devices', String(devices), '--batch-size', '24'];
+  const args = [...SMALL_RUN, ...METHODS[method], '--method', method, '--devices', String(devices), '--batch-size', '24'];
   const { status, stderr } = runCli([...args, '--max-steps', '3', '--epochs', '2', '--warmup-epochs', '0', '--run-dir', runDir], 120_000);
   assert.equal(status, 0, stderr);
   return runDir;
@@ -37,7 +36,7 @@ describe('SimSiam and the nearest-neighbour methods: W ranks equal one process o
     for (const devices of [2, 3]) {
       it(`${method}: ssl-train verify --devices ${devices} passes (loss, gradients, parameters${method === 'simsiam' ? '' : ', queue'} over 3 steps)`, () => {
         const { status, stdout, stderr } = runCli(
-          ['verify', ...SMALL, ...args, '--method', method, '--devices', String(devices), '--batch-size', '24', '--steps', '3'],
+          ['verify', ...SMALL_RUN, ...args, '--method', method, '--devices', String(devices), '--batch-size', '24', '--steps', '3'],
           240_000,
         );
         assert.equal(status, 0, stdout + stderr);
@@ -59,7 +58,7 @@ describe('SimSiam and the nearest-neighbour methods: W ranks equal one process o
       ['nnbyol', ['--accumulate-grad-batches', '2']],
     ] as const) {
       const { status, stdout, stderr } = runCli(
-        ['verify', ...SMALL, ...METHODS[method], '--method', method, '--devices', '2', '--batch-size', '24', '--steps', '3', ...extra],
+        ['verify', ...SMALL_RUN, ...METHODS[method], '--method', method, '--devices', '2', '--batch-size', '24', '--steps', '3', ...extra],
         240_000,
       );
       assert.equal(status, 0, stdout + stderr);

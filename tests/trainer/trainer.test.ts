@@ -78,4 +78,40 @@ describe('trainer', function () {
       `live tensors per step: ${counts.join(', ')}`,
     );
   });
+
+  it('--val-at-start: validates the initial weights before the first step (logged at step 0), once, not again on resume', async () => {
+    const runDir = tempDir();
+    const baselines: Array<Record<string, number>> = [];
+    const probe: Callback = { onBaseline: (m) => void baselines.push(m), onFitStart: () => assert.equal(baselines.length, 1, 'the baseline comes first') };
+    const config = { ...SMALL, method: 'simclr', epochs: 2, valEvery: 1, valAtStart: true, knnTrainSamples: 64, runDir };
+    await runTraining(buildConfig({ ...config, maxSteps: 4 }), { callbacks: [probe] });
+    const rows = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, number>);
+    const validations = rows.filter((r) => r['val/knn_acc1'] !== undefined);
+    assert.deepEqual(
+      validations.map((r) => r.step),
+      [0, 4],
+      'the baseline at step 0, then after epoch 1',
+    );
+    assert.equal(baselines.length, 1);
+    assert.equal(validations[0]['val/knn_acc1'], baselines[0]['val/knn_acc1']);
+    assert.notEqual(validations[0]['val/knn_acc1'], validations[1]['val/knn_acc1'], 'training moved the features');
+    // Resumed: no second baseline.
+    await runTraining(buildConfig({ ...config, resume: 'auto' }), { callbacks: [probe] });
+    assert.equal(baselines.length, 1);
+  });
+
+  it('--train-samples: pre-trains on a seeded sample of that many images (fewer steps per epoch)', async () => {
+    const runDir = tempDir();
+    const steps: number[] = [];
+    const result = await runTraining(buildConfig({ ...SMALL, method: 'simclr', epochs: 1, trainSamples: 64, runDir }), {
+      callbacks: [{ onTrainBatchEnd: (p) => void steps.push(p.step) }],
+    });
+    assert.deepEqual(steps, [1, 2], '64 images, batch 32');
+    assert.equal(result.fit.progress.step, 2);
+    const config = JSON.parse(readFileSync(join(runDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    assert.equal(config.trainSize, 64);
+  });
 });
