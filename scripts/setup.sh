@@ -16,6 +16,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
   build-essential python3 libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium fonts-dejavu-core iproute2
-npm ci
+# onnxruntime-node (a test dependency) bundles its CPU binaries; skip its download of the CUDA ones.
+ONNXRUNTIME_NODE_INSTALL=skip npm ci
 npm run build:native
 npm run build

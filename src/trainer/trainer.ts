@@ -157,7 +157,7 @@ export class Trainer {
     try {
       if (this.options.validateAtStart && module.validate && this.options.valEvery > 0 && !restored) {
         const baseline = this.prefixed('val', await module.validate(progress));
-        for (const l of loggers) l.logMetrics({ ...baseline, epoch: 0 }, 0);
+        for (const l of loggers) l.logMetrics(baseline, 0); // no epoch: plotted at x = 0, before epoch 1
         for (const c of callbacks) c.onBaseline?.(baseline);
       }
       for (const c of callbacks) c.onFitStart?.(progress);
