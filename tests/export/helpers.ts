@@ -13,6 +13,9 @@ import { writeExport } from '../../src/export/write.js';
 import type { ExportFormat } from '../../src/export/spec.js';
 import type { Layer } from '../../src/core/module.js';
 
+/** Exported features must equal ssl-zoo's to this, relative to the largest feature magnitude. */
+export const TOLERANCE = 1e-4;
+
 /** One backbone configuration to export. */
 export interface Case {
   name: string;
@@ -145,7 +148,12 @@ export async function serve(modelDir: string): Promise<{ url: string; close: () 
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return { url: `http://127.0.0.1:${port}`, close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections(); // a browser keeps idle keep-alive connections open
+      }),
+  };
 }
 
 /** Loads the tfjs model in `dir` over http with `tf.loadLayersModel` in this process and predicts `x`. */

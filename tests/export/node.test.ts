@@ -7,13 +7,10 @@ import { convertSyncBatchNorm, SyncBatchNorm } from '../../src/distributed/sync-
 import { EXPORT_FORMATS } from '../../src/export/spec.js';
 import { mlpHead } from '../../src/methods/heads.js';
 import { tempDir } from '../helpers/run.js';
-import { exportCase, images, label, makeBackbone, randomizeNorms, reference, relativeDiff, runOnnx, runTfjs, type Case } from './helpers.js';
-
-/** Exported features must equal ssl-zoo's to this, relative to the largest feature magnitude. */
-export const TOLERANCE = 1e-4;
+import { exportCase, images, label, makeBackbone, randomizeNorms, reference, relativeDiff, runOnnx, runTfjs, TOLERANCE, type Case } from './helpers.js';
 
 /** Every built-in backbone kind the export must cover: ResNets with and without the CIFAR stem, both channel counts, every norm. */
-export const CASES: Case[] = [
+const CASES: Case[] = [
   { name: 'tiny_resnet', inChannels: 1, imageSize: 28 },
   { name: 'tiny_resnet', inChannels: 3, imageSize: 32 },
   { name: 'tiny_resnet', inChannels: 1, imageSize: 28, norm: 'group' },
