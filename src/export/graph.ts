@@ -214,12 +214,3 @@ export function buildExportGraph(source: ExportSource): ExportGraph {
   if (source.projector) outputs.push({ name: 'projection', node: lower(b, source.projector, 'projector', features).name });
   return { input: { name: input.name, shape: input.shape }, nodes: b.nodes, outputs };
 }
-
-/** Every weight of the graph with the node it belongs to and its role (field) in the op. */
-export function graphParams(graph: ExportGraph): Array<{ node: ExportNode; role: string; param: Param }> {
-  return graph.nodes.flatMap((node) =>
-    Object.entries(node.op)
-      .filter((entry): entry is [string, Param] => typeof entry[1] === 'object' && entry[1] !== null && 'values' in entry[1])
-      .map(([role, p]) => ({ node, role, param: p })),
-  );
-}

@@ -13,6 +13,8 @@ const { onnx } = onnxProto;
 export const ONNX_OPSET = 17;
 
 const FLOAT = onnx.TensorProto.DataType.FLOAT;
+/** Attributes of type float (every other number is an int). */
+const FLOAT_ATTRIBUTES = new Set(['epsilon']);
 const INT64 = onnx.TensorProto.DataType.INT64;
 
 /** Collects nodes and initializers. */
@@ -38,9 +40,9 @@ class OnnxBuilder {
     const attribute = Object.entries(attributes).map(([key, value]) =>
       Array.isArray(value)
         ? onnx.AttributeProto.create({ name: key, type: onnx.AttributeProto.AttributeType.INTS, ints: value })
-        : Number.isInteger(value) && key !== 'epsilon'
-          ? onnx.AttributeProto.create({ name: key, type: onnx.AttributeProto.AttributeType.INT, i: value })
-          : onnx.AttributeProto.create({ name: key, type: onnx.AttributeProto.AttributeType.FLOAT, f: value }),
+        : FLOAT_ATTRIBUTES.has(key)
+          ? onnx.AttributeProto.create({ name: key, type: onnx.AttributeProto.AttributeType.FLOAT, f: value })
+          : onnx.AttributeProto.create({ name: key, type: onnx.AttributeProto.AttributeType.INT, i: value }),
     );
     const output = Array.from({ length: outputs }, (_, i) => (i === 0 ? name : `${name}:${i}`));
     this.nodes.push(onnx.NodeProto.create({ opType, name, input: inputs, output, attribute }));
@@ -129,7 +131,15 @@ function valueInfo(name: string, dims: Array<number | string>): InstanceType<typ
 export function toOnnx(graph: ExportGraph, metadata: Record<string, unknown>, producerVersion: string): Uint8Array {
   const b = new OnnxBuilder();
   const outputOf = new Map<string, string>([[graph.input.name, graph.input.name]]);
-  for (const node of graph.nodes) outputOf.set(node.name, lowerNode(b, node, node.inputs.map((i) => outputOf.get(i)!)));
+  for (const node of graph.nodes)
+    outputOf.set(
+      node.name,
+      lowerNode(
+        b,
+        node,
+        node.inputs.map((i) => outputOf.get(i)!),
+      ),
+    );
   const nodeShape = new Map(graph.nodes.map((n) => [n.name, n.shape]));
   const outputs = graph.outputs.map((o) => {
     b.op('Identity', o.name, [outputOf.get(o.node)!]);

@@ -108,7 +108,11 @@ export async function exportRun(runDir: string, options: ExportOptions): Promise
     const { mean, std } = evalTransform(train);
     const source = { runDir: resolve(runDir), method: config.method, checkpoint: basename(search.latest.path), step };
     const exported = { backbone: method.backbone, projector, name: config.backbone, inChannels: train.channels, imageSize: train.height };
-    const written = writeExport({ ...exported, cifarStem: experiment.cifarStem, norm: config.norm, mean, std, sslZooVersion: sslZooVersion(), source }, format, options.out);
+    const written = writeExport(
+      { ...exported, cifarStem: experiment.cifarStem, norm: config.norm, mean, std, sslZooVersion: sslZooVersion(), source },
+      format,
+      options.out,
+    );
     return { out: options.out, ...written };
   } finally {
     method.dispose();

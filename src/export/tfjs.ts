@@ -49,12 +49,18 @@ class TopologyBuilder {
   /** A `BatchNormalization` layer (inference: `(x - mean) / sqrt(variance + eps) · gamma + beta` on the last axis). */
   batchNorm(name: string, input: string, eps: number, gamma: Param, beta: Param, mean: Param, variance: Param): string {
     const config = { axis: -1, momentum: 0.99, epsilon: eps, center: true, scale: true };
-    return this.add('BatchNormalization', name, config, [input], [
-      ['gamma', gamma],
-      ['beta', beta],
-      ['moving_mean', mean],
-      ['moving_variance', variance],
-    ]);
+    return this.add(
+      'BatchNormalization',
+      name,
+      config,
+      [input],
+      [
+        ['gamma', gamma],
+        ['beta', beta],
+        ['moving_mean', mean],
+        ['moving_variance', variance],
+      ],
+    );
   }
 }
 
@@ -66,7 +72,20 @@ function lowerNode(t: TopologyBuilder, node: ExportNode, inputs: string[], opOf:
   const [input] = inputs as [string];
   const channels = node.shape[node.shape.length - 1]!;
   const padded = (padding: number): string =>
-    padding === 0 ? input : t.add('ZeroPadding2D', `${name}_pad`, { padding: [[padding, padding], [padding, padding]], data_format: 'channels_last' }, [input]);
+    padding === 0
+      ? input
+      : t.add(
+          'ZeroPadding2D',
+          `${name}_pad`,
+          {
+            padding: [
+              [padding, padding],
+              [padding, padding],
+            ],
+            data_format: 'channels_last',
+          },
+          [input],
+        );
   switch (op.kind) {
     case 'normalize': {
       // (x - mean) / std as an inference batch norm with variance std² and eps 0.
@@ -140,7 +159,10 @@ export function toTfjs(graph: ExportGraph, metadata: Record<string, unknown>, ge
   const ops = new Map(graph.nodes.map((n) => [n.name, n.op]));
   for (const node of graph.nodes) {
     const inputs = node.inputs.map((i) => layerOf.get(i)!);
-    layerOf.set(node.name, lowerNode(t, node, inputs, (name) => ops.get(name)));
+    layerOf.set(
+      node.name,
+      lowerNode(t, node, inputs, (name) => ops.get(name)),
+    );
   }
   const total = t.weights.reduce((n, w) => n + w.param.values.length, 0);
   const data = new Float32Array(total);

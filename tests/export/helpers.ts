@@ -82,7 +82,18 @@ export function reference(backbone: Layer, x: tf.Tensor4D, channels: number, pro
 export function exportCase(c: Case, backbone: Backbone, format: ExportFormat, out: string, projector?: Layer): void {
   const { mean, std } = stats(c.inChannels);
   writeExport(
-    { backbone, projector, name: c.name, inChannels: c.inChannels, imageSize: c.imageSize, cifarStem: c.cifarStem ?? false, norm: c.norm ?? 'batch', mean, std, sslZooVersion: 'test' },
+    {
+      backbone,
+      projector,
+      name: c.name,
+      inChannels: c.inChannels,
+      imageSize: c.imageSize,
+      cifarStem: c.cifarStem ?? false,
+      norm: c.norm ?? 'batch',
+      mean,
+      std,
+      sslZooVersion: 'test',
+    },
     format,
     out,
   );
@@ -148,7 +159,9 @@ export async function serve(modelDir: string): Promise<{ url: string; close: () 
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, close: () =>
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
       new Promise((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections(); // a browser keeps idle keep-alive connections open
