@@ -23,3 +23,4 @@ export type { ProcessGroup } from './core/process-group.js';
 export { TrainConfig, buildConfig, readConfigFile } from './experiment/config.js';
 export { runTraining, type TrainingRun, type RunOptions } from './experiment/train.js';
 export * from './report/index.js';
+export * from './export/index.js';

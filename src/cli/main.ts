@@ -21,6 +21,7 @@ import { checkGpuBackend, preflightDistributed, runTraining } from '../experimen
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
+import { exportCommand } from './export.js';
 import { formatSyncResult, wandbSync } from './wandb-sync.js';
 
 /** Exit code for user mistakes (bad flags, config, data, environment). */
@@ -186,7 +187,7 @@ export function buildProgram(): Command {
       const text = describeMethods(names.length > 0 ? names : undefined);
       process.stdout.write(`Set with --method-arg name=value (repeatable) or method_args in a --config file.\n\n${text}\n`);
     });
-  for (const command of [compare, sync, methods]) program.addCommand(command.exitOverride());
+  for (const command of [compare, sync, methods, exportCommand()]) program.addCommand(command.exitOverride());
   program.exitOverride();
   return program;
 }
