@@ -7,7 +7,7 @@ import { UserError } from '../core/errors.js';
 import { tf } from '../core/tf.js';
 import type { BaseMethod } from '../methods/base.js';
 import { MomentumMethod } from '../methods/momentum.js';
-import { findLatestCheckpoint, loadCheckpoint, savedProgress, withoutPrefix } from '../trainer/checkpoint.js';
+import { findLatestCheckpoint, loadCheckpoint, savedProgress, verifyCheckpoint, withoutPrefix } from '../trainer/checkpoint.js';
 import { runDirPaths } from '../trainer/run-dir.js';
 import { buildConfig, CONFIG_KEYS, type TrainConfig, type TrainConfigInput } from './config.js';
 
@@ -61,8 +61,10 @@ export function resolvePretrained(path: string, flag: string): PretrainedSource 
     }
     checkpointPath = search.latest.path;
   }
-  const { tensors, meta } = readCheckpointOf(checkpointPath, flag);
-  tf.dispose(Object.values(tensors));
+  // The header and a checksum pass only: no tensor is made before the engine is chosen.
+  const check = verifyCheckpoint(checkpointPath);
+  if (!check.ok) throw new UserError(`${flag}: ${checkpointPath} ${check.reason}`);
+  const meta = check.meta;
   if (typeof meta.config !== 'object' || meta.config === null)
     throw new UserError(`${flag}: ${checkpointPath} records no configuration (not an ssl-zoo training checkpoint)`);
   return {
@@ -73,15 +75,6 @@ export function resolvePretrained(path: string, flag: string): PretrainedSource 
   };
 }
 
-function readCheckpointOf(path: string, flag: string): ReturnType<typeof loadCheckpoint> {
-  try {
-    return loadCheckpoint(path);
-  } catch (e) {
-    if (e instanceof UserError) throw new UserError(`${flag}: ${e.message.replace(/^resume: /, '')}`);
-    throw e;
-  }
-}
-
 /**
  * Loads the backbone weights of `source` into `method.backbone` (its heads and classifier
  * keep their fresh initialisation; an EMA target network is re-copied from the loaded
@@ -89,7 +82,7 @@ function readCheckpointOf(path: string, flag: string): ReturnType<typeof loadChe
  * tensor: otherwise a user error of `flag` names the first tensor that differs.
  */
 export function loadPretrainedBackbone(method: BaseMethod, source: PretrainedSource, flag: string): void {
-  const { tensors } = readCheckpointOf(source.checkpointPath, flag);
+  const { tensors } = loadCheckpoint(source.checkpointPath);
   try {
     const saved = withoutPrefix(tensors, BACKBONE_PREFIX);
     const own = method.backbone.stateDict();
