@@ -32,7 +32,7 @@ class CapturingStrategy extends SingleDeviceStrategy {
   constructor(private readonly images: () => Tensor) {
     super();
   }
-  override setup(model: Module): void {
+  override setup(model?: Module): void {
     const method = model as BaseMethod;
     method.eval();
     this.features = Array.from(tf.tidy(() => method.features(this.images())).dataSync());
