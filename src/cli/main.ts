@@ -21,6 +21,7 @@ import { checkGpuBackend, preflightDistributed, runTraining } from '../experimen
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
+import { evaluationCommands } from './evaluate.js';
 import { exportCommand } from './export.js';
 import { formatSyncResult, wandbSync } from './wandb-sync.js';
 
@@ -119,6 +120,7 @@ export function buildProgram(): Command {
     .option('--case <file>', 'check the loss functions against a reference case (ssl-loss-oracle/1 JSON) instead');
   addTrainOptions(verify).action(async (opts: Record<string, unknown>, command: Command) => {
     const config = resolveTrainConfig(command);
+    if (config.pretrained !== undefined) throw new UserError('--pretrained: verify starts from fresh weights; use it with training, linear, knn or embed');
     const steps = opts.steps as number;
     const tolerance = opts.tolerance as number;
     if (!Number.isInteger(steps) || steps < 1) throw new UserError(`--steps: ${JSON.stringify(steps)} is not allowed; expected an integer >= 1`);
@@ -187,7 +189,7 @@ export function buildProgram(): Command {
       const text = describeMethods(names.length > 0 ? names : undefined);
       process.stdout.write(`Set with --method-arg name=value (repeatable) or method_args in a --config file.\n\n${text}\n`);
     });
-  for (const command of [compare, sync, methods, exportCommand()]) program.addCommand(command.exitOverride());
+  for (const command of [compare, sync, methods, ...evaluationCommands(), exportCommand()]) program.addCommand(command.exitOverride());
   program.exitOverride();
   return program;
 }

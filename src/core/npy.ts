@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
 
 /**
- * Writes a NumPy `.npy` file (format version 1.0, little-endian, C order) that `numpy.load`
- * reads: `float32` for a Float32Array, `int32` for an Int32Array, with the given `shape`
- * (whose product must equal the length; `[]` for a scalar).
+ * The bytes of a NumPy `.npy` file (format version 1.0, little-endian, C order) that
+ * `numpy.load` reads: `float32` for a Float32Array, `int32` for an Int32Array, with the
+ * given `shape` (whose product must equal the length; `[]` for a scalar).
  */
-export function writeNpy(path: string, values: Float32Array | Int32Array, shape: readonly number[]): void {
+export function encodeNpy(values: Float32Array | Int32Array, shape: readonly number[]): Buffer {
   const count = shape.reduce((a, b) => a * b, 1);
   if (count !== values.length) throw new Error(`writeNpy: shape [${shape.join(', ')}] does not hold ${values.length} values`);
   const descr = values instanceof Float32Array ? '<f4' : '<i4';
@@ -20,5 +20,10 @@ export function writeNpy(path: string, values: Float32Array | Int32Array, shape:
   prefix[7] = 0;
   prefix.writeUInt16LE(header.length, 8);
   const data = Buffer.from(values.buffer, values.byteOffset, values.byteLength);
-  writeFileSync(path, Buffer.concat([prefix, Buffer.from(header, 'latin1'), data]));
+  return Buffer.concat([prefix, Buffer.from(header, 'latin1'), data]);
+}
+
+/** Writes {@link encodeNpy}'s bytes to `path`. */
+export function writeNpy(path: string, values: Float32Array | Int32Array, shape: readonly number[]): void {
+  writeFileSync(path, encodeNpy(values, shape));
 }

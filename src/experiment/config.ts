@@ -116,6 +116,10 @@ export class TrainConfig {
   @IsOptional()
   @IsString()
   resume?: string;
+  @Flag('<path>', 'start from the backbone of a run directory or checkpoint (heads fresh; the architecture must match)')
+  @IsOptional()
+  @IsString()
+  pretrained?: string;
   @Flag('<name>', 'tensor backend: auto, cpu, cpu-js, tensorflow') @IsIn([...BACKEND_CHOICES]) backend: (typeof BACKEND_CHOICES)[number] = 'auto';
   @Flag('<n>', 'processes (ranks) per node on CPU') @IsInt() @Min(1) devices = 1;
   @Flag('<n>', 'processes per node, one GPU each (needs @tensorflow/tfjs-node-gpu)') @IsOptional() @IsInt() @Min(1) gpus?: number;

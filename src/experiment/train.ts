@@ -26,6 +26,7 @@ import { createProcessGroup, isGlooAvailable, loadGlooAddon } from '../distribut
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
 import type { TrainConfig } from './config.js';
+import { loadPretrainedBackbone, resolvePretrained } from './pretrained.js';
 
 /** A finished training run. */
 export interface TrainingRun {
@@ -264,6 +265,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const localBatch = localBatchSize(config, worldSize, pretrainSet.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   const method = experiment.createMethod();
+  if (config.pretrained !== undefined) loadPretrainedBackbone(method, resolvePretrained(config.pretrained, '--pretrained'), '--pretrained');
   checkGradCache(config, method, strategy.isGlobalZero);
   const loader = new MultiViewLoader({
     dataset: pretrainSet,

@@ -1,0 +1,109 @@
+/**
+ * A pre-trained backbone from a run directory or a checkpoint file: where its weights are,
+ * the configuration that rebuilds its model, and loading its tensors into a method.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { UserError } from '../core/errors.js';
+import { tf } from '../core/tf.js';
+import type { BaseMethod } from '../methods/base.js';
+import { MomentumMethod } from '../methods/momentum.js';
+import { findLatestCheckpoint, loadCheckpoint, savedProgress, verifyCheckpoint, withoutPrefix } from '../trainer/checkpoint.js';
+import { runDirPaths } from '../trainer/run-dir.js';
+import { buildConfig, CONFIG_KEYS, type TrainConfig, type TrainConfigInput } from './config.js';
+
+/** Where a pre-trained backbone comes from. */
+export interface PretrainedSource {
+  /** The path as given (run directory or checkpoint). */
+  path: string;
+  /** The checkpoint file read. */
+  checkpointPath: string;
+  /** The training configuration stored in the checkpoint (options only, rebuilt and validated). */
+  config: TrainConfig;
+  /** Optimizer step of the checkpoint (0 when it records none). */
+  step: number;
+}
+
+/** The tensor-name prefix of the backbone's weights inside a checkpoint. */
+const BACKBONE_PREFIX = 'model/backbone.';
+
+/**
+ * A training configuration from a resolved one (`config.json`, or a checkpoint's
+ * `meta.config`): its options only, validated; `where` names the source in the message
+ * of the user error raised when it does not rebuild.
+ */
+export function trainConfigFromResolved(resolved: Record<string, unknown>, where: string): TrainConfig {
+  const input: Record<string, unknown> = {};
+  for (const key of CONFIG_KEYS) if (resolved[key] !== undefined && resolved[key] !== null) input[key] = resolved[key];
+  try {
+    return buildConfig(input as TrainConfigInput);
+  } catch (e) {
+    throw new UserError(`${where}: its configuration does not rebuild the model (${(e as Error).message})`);
+  }
+}
+
+/**
+ * Resolves `path` given to `flag` (e.g. `--pretrained`, `RUN_DIR`): a run directory (its
+ * newest valid checkpoint) or a checkpoint file. A missing path, a directory without a
+ * usable checkpoint, or a file that is not a trainer checkpoint are user errors naming
+ * `flag` and the path.
+ */
+export function resolvePretrained(path: string, flag: string): PretrainedSource {
+  if (!existsSync(path)) throw new UserError(`${flag}: ${path} does not exist; expected a run directory or a checkpoint file`);
+  let checkpointPath = path;
+  if (statSync(path).isDirectory()) {
+    const dir = runDirPaths(path).checkpoints;
+    const search = findLatestCheckpoint(dir);
+    if (!search.latest) {
+      const why = search.skipped.map((s) => `${s.path} ${s.reason}`).join('; ');
+      throw new UserError(
+        `${flag}: ${path} has no usable checkpoint (${search.found === 0 ? `no *.ckpt in ${dir}` : why}); expected a run directory with checkpoints/last.ckpt`,
+      );
+    }
+    checkpointPath = search.latest.path;
+  }
+  // The header and a checksum pass only: no tensor is made before the engine is chosen.
+  const check = verifyCheckpoint(checkpointPath);
+  if (!check.ok) throw new UserError(`${flag}: ${checkpointPath} ${check.reason}`);
+  const meta = check.meta;
+  if (typeof meta.config !== 'object' || meta.config === null)
+    throw new UserError(`${flag}: ${checkpointPath} records no configuration (not an ssl-zoo training checkpoint)`);
+  return {
+    path,
+    checkpointPath,
+    config: trainConfigFromResolved(meta.config as Record<string, unknown>, `${flag}: ${checkpointPath}`),
+    step: savedProgress(meta)?.step ?? 0,
+  };
+}
+
+/**
+ * Loads the backbone weights of `source` into `method.backbone` (its heads and classifier
+ * keep their fresh initialisation; an EMA target network is re-copied from the loaded
+ * online network). The backbone of the checkpoint must match the method's tensor for
+ * tensor: otherwise a user error of `flag` names the first tensor that differs.
+ */
+export function loadPretrainedBackbone(method: BaseMethod, source: PretrainedSource, flag: string): void {
+  const { tensors } = loadCheckpoint(source.checkpointPath);
+  try {
+    const saved = withoutPrefix(tensors, BACKBONE_PREFIX);
+    const own = method.backbone.stateDict();
+    const theirs = `${source.checkpointPath} (backbone ${source.config.backbone}, trained on ${source.config.dataset})`;
+    const missing = Object.keys(own).find((name) => !(name in saved));
+    const extra = Object.keys(saved).find((name) => !(name in own));
+    if (missing !== undefined || extra !== undefined) {
+      const what = missing !== undefined ? `it has no tensor backbone.${missing}` : `it has backbone.${extra}, which this model lacks`;
+      throw new UserError(`${flag}: the backbone of ${theirs} does not match this model's (${method.backbone.constructor.name}): ${what}`);
+    }
+    for (const [name, variable] of Object.entries(own)) {
+      if (!tf.util.arraysEqual(saved[name].shape, variable.shape)) {
+        throw new UserError(
+          `${flag}: the backbone of ${theirs} does not match this model's: backbone.${name} is [${saved[name].shape.join(', ')}] there and ` +
+            `[${variable.shape.join(', ')}] here (different backbone, channels or image size)`,
+        );
+      }
+    }
+    method.backbone.loadStateDict(saved);
+    if (method instanceof MomentumMethod) method.initializeTargets();
+  } finally {
+    tf.dispose(Object.values(tensors));
+  }
+}

@@ -1,0 +1,55 @@
+import { strict as assert } from 'node:assert';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { readWandbRunInfo } from '../../src/tracking/identity.js';
+import { CLI, tempDir } from '../helpers/run.js';
+import { FakeWandbServer } from './fake-wandb.js';
+import { localHistory, TINY_FLAGS, wandbEnv } from './helpers.js';
+
+function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ status: number | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...env, FORCE_COLOR: '0' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 240_000);
+    child.on('error', reject);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stderr });
+    });
+  });
+}
+
+describe('ssl-train linear --wandb-project', function () {
+  this.timeout(600_000);
+  const server = new FakeWandbServer();
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    await server.start();
+    env = wandbEnv({ WANDB_API_KEY: server.apiKey, WANDB_BASE_URL: server.url });
+  });
+  after(() => server.close());
+
+  it('streams every epoch of the linear evaluation to W&B, as the run directory records it', async () => {
+    const source = join(tempDir(), 'source');
+    const trained = await cli([...TINY_FLAGS, '--run-dir', source], env);
+    assert.equal(trained.status, 0, trained.stderr);
+    const runDir = join(tempDir(), 'linear');
+    const linear = await cli(['linear', source, '--epochs', '2', '--batch-size', '32', '--run-dir', runDir, '--wandb-project', 'eval-project'], env);
+    assert.equal(linear.status, 0, linear.stderr);
+    const info = readWandbRunInfo(runDir);
+    assert.equal(info?.state, 'synced');
+    const run = server.run(info.id);
+    assert.equal(run.project, 'eval-project');
+    assert.ok(run.tags?.includes('linear'), `tags ${String(run.tags)}`);
+    const rows = localHistory(runDir);
+    assert.equal(rows.length, 2);
+    assert.equal(run.history.length, 2);
+    rows.forEach((row, i) => {
+      assert.equal(run.history[i]._step, row.step);
+      assert.equal(run.history[i]['val/acc1'], row.values['val/acc1']);
+    });
+    assert.equal(run.exitcode, 0);
+  });
+});
