@@ -22,5 +22,6 @@ export * from './tracking/index.js';
 export type { ProcessGroup } from './core/process-group.js';
 export { TrainConfig, buildConfig, readConfigFile } from './experiment/config.js';
 export { runTraining, type TrainingRun, type RunOptions } from './experiment/train.js';
+export { exportRun, type ExportOptions, type ExportResult } from './experiment/export-run.js';
 export * from './report/index.js';
 export * from './export/index.js';

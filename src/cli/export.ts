@@ -22,7 +22,7 @@ export function exportCommand(): Command {
     .option('--force', 'replace --out when it is not empty')
     .action(async (runDir: string, opts: ExportCliOptions) => {
       // Loaded on demand, as compare's report code: the export pulls in the ONNX encoder.
-      const { exportRun } = await import('../export/run.js');
+      const { exportRun } = await import('../experiment/export-run.js');
       const result = await exportRun(runDir, { format: opts.format ?? '', out: opts.out ?? '', withProjector: opts.withProjector, force: opts.force });
       process.stdout.write(`${JSON.stringify({ out: result.out, files: result.files, featureDim: result.spec.featureDim, input: result.spec.input })}\n`);
     });

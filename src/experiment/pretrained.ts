@@ -1,10 +1,13 @@
 /**
- * A pre-trained backbone from a run directory or a checkpoint file: where its weights are,
- * the configuration that rebuilds its model, and loading its tensors into a method.
+ * A pre-trained backbone from a run directory, a checkpoint file or a TensorFlow.js export
+ * (`ssl-train export --format tfjs`): where its weights are, the configuration that rebuilds
+ * its model, and loading its tensors into a method.
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { UserError } from '../core/errors.js';
-import { tf } from '../core/tf.js';
+import { tf, type Tensor } from '../core/tf.js';
+import { EXPORT_METADATA_FILE, readExportedBackbone, TFJS_MODEL_FILE, type ExportedSpec } from '../export/index.js';
 import type { BaseMethod } from '../methods/base.js';
 import { MomentumMethod } from '../methods/momentum.js';
 import { findLatestCheckpoint, loadCheckpoint, savedProgress, verifyCheckpoint, withoutPrefix } from '../trainer/checkpoint.js';
@@ -13,9 +16,11 @@ import { buildConfig, CONFIG_KEYS, type TrainConfig, type TrainConfigInput } fro
 
 /** Where a pre-trained backbone comes from. */
 export interface PretrainedSource {
-  /** The path as given (run directory or checkpoint). */
+  /** The path as given (run directory, checkpoint or export directory). */
   path: string;
-  /** The checkpoint file read. */
+  /** `checkpoint` (a run directory's or a file) or `export` (a TensorFlow.js export directory). */
+  kind: 'checkpoint' | 'export';
+  /** The checkpoint file read, or the export directory. */
   checkpointPath: string;
   /** The training configuration stored in the checkpoint (options only, rebuilt and validated). */
   config: TrainConfig;
@@ -48,8 +53,9 @@ export function trainConfigFromResolved(resolved: Record<string, unknown>, where
  * `flag` and the path.
  */
 export function resolvePretrained(path: string, flag: string): PretrainedSource {
-  if (!existsSync(path)) throw new UserError(`${flag}: ${path} does not exist; expected a run directory or a checkpoint file`);
+  if (!existsSync(path)) throw new UserError(`${flag}: ${path} does not exist; expected a run directory, a checkpoint file or an export directory`);
   let checkpointPath = path;
+  if (statSync(path).isDirectory() && existsSync(join(path, EXPORT_METADATA_FILE))) return exportedSource(path, flag);
   if (statSync(path).isDirectory()) {
     const dir = runDirPaths(path).checkpoints;
     const search = findLatestCheckpoint(dir);
@@ -69,10 +75,48 @@ export function resolvePretrained(path: string, flag: string): PretrainedSource 
     throw new UserError(`${flag}: ${checkpointPath} records no configuration (not an ssl-zoo training checkpoint)`);
   return {
     path,
+    kind: 'checkpoint',
     checkpointPath,
     config: trainConfigFromResolved(meta.config as Record<string, unknown>, `${flag}: ${checkpointPath}`),
     step: savedProgress(meta)?.step ?? 0,
   };
+}
+
+/**
+ * An export directory as a source: the backbone's architecture from its `ssl-zoo.json`, the
+ * data set of the run it came from (an evaluation can choose another with `--dataset`).
+ */
+function exportedSource(dir: string, flag: string): PretrainedSource {
+  if (!existsSync(join(dir, TFJS_MODEL_FILE))) {
+    throw new UserError(`${flag}: ${dir} is not a TensorFlow.js export (no ${TFJS_MODEL_FILE}); only --format tfjs exports can be read back as weights`);
+  }
+  let spec: ExportedSpec;
+  try {
+    spec = JSON.parse(readFileSync(join(dir, EXPORT_METADATA_FILE), 'utf8')) as ExportedSpec;
+  } catch (e) {
+    throw new UserError(`${flag}: ${join(dir, EXPORT_METADATA_FILE)} is not valid JSON (${(e as Error).message.split('\n')[0]})`);
+  }
+  const input: TrainConfigInput = { backbone: spec.backbone, cifarStem: spec.cifarStem, norm: spec.norm, imageSize: spec.imageSize };
+  if (spec.source?.dataset !== undefined) input.dataset = spec.source.dataset;
+  if (spec.source?.method !== undefined) input.method = spec.source.method;
+  return { path: dir, kind: 'export', checkpointPath: dir, config: trainConfigFromResolved(input, `${flag}: ${dir}`), step: spec.source?.step ?? 0 };
+}
+
+/** The backbone tensors of `source` (names as `backbone.stateDict()`); the caller disposes them. */
+function backboneTensors(source: PretrainedSource): Record<string, Tensor> {
+  if (source.kind === 'export') {
+    const exported = readExportedBackbone(source.checkpointPath);
+    if (exported.projector) tf.dispose(Object.values(exported.projector));
+    return exported.tensors;
+  }
+  const { tensors } = loadCheckpoint(source.checkpointPath);
+  const backbone = withoutPrefix(tensors, BACKBONE_PREFIX);
+  tf.dispose(
+    Object.entries(tensors)
+      .filter(([name]) => !name.startsWith(BACKBONE_PREFIX))
+      .map(([, t]) => t),
+  );
+  return backbone;
 }
 
 /**
@@ -82,9 +126,8 @@ export function resolvePretrained(path: string, flag: string): PretrainedSource 
  * tensor: otherwise a user error of `flag` names the first tensor that differs.
  */
 export function loadPretrainedBackbone(method: BaseMethod, source: PretrainedSource, flag: string): void {
-  const { tensors } = loadCheckpoint(source.checkpointPath);
+  const saved = backboneTensors(source);
   try {
-    const saved = withoutPrefix(tensors, BACKBONE_PREFIX);
     const own = method.backbone.stateDict();
     const theirs = `${source.checkpointPath} (backbone ${source.config.backbone}, trained on ${source.config.dataset})`;
     const missing = Object.keys(own).find((name) => !(name in saved));
@@ -104,6 +147,6 @@ export function loadPretrainedBackbone(method: BaseMethod, source: PretrainedSou
     method.backbone.loadStateDict(saved);
     if (method instanceof MomentumMethod) method.initializeTargets();
   } finally {
-    tf.dispose(Object.values(tensors));
+    tf.dispose(Object.values(saved));
   }
 }

@@ -3,6 +3,5 @@ export { buildExportGraph, type ExportGraph, type ExportNode, type ExportOp, typ
 export { toTfjs, TFJS_WEIGHTS_FILE, type TfjsModel } from './tfjs.js';
 export { toOnnx, ONNX_OPSET } from './onnx.js';
 export { writeExport, type BackboneExport } from './write.js';
-export { exportRun, type ExportOptions, type ExportResult } from './run.js';
 export { readExportedBackbone, type ExportedBackbone } from './read.js';
 export * from './spec.js';

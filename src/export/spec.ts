@@ -41,5 +41,5 @@ export interface ExportedSpec {
   outputs: string[];
   sslZooVersion: string;
   /** Where the weights come from (absent for models exported from memory). */
-  source?: { runDir: string; method: string; checkpoint: string; step?: number };
+  source?: { runDir: string; method: string; dataset?: string; checkpoint: string; step?: number };
 }

@@ -157,6 +157,23 @@ describe('ssl-train export: end to end from a trained run', function () {
     }
   });
 
+  it('a tfjs export serves as --pretrained: knn on it equals knn on the run; an ONNX export is refused with one line', () => {
+    const knn = (source: string[]) => runCli(['knn', ...source, '--k', '5,20', '--synthetic-size', '128', '--batch-size', '64']);
+    const rows = (stdout: string) => stdout.split('\n').filter((l) => l.startsWith('{'));
+    const fromRun = knn([run]);
+    const fromExport = knn(['--pretrained', join(root, 'export-tfjs')]);
+    assert.equal(fromRun.status, 0, fromRun.stderr);
+    assert.equal(fromExport.status, 0, fromExport.stderr);
+    assert.equal(rows(fromRun.stdout).length, 2);
+    assert.deepEqual(rows(fromExport.stdout), rows(fromRun.stdout));
+    const onnx = knn(['--pretrained', join(root, 'export-onnx')]);
+    assert.equal(onnx.status, 2);
+    assert.equal(
+      onnx.stderr.trim(),
+      `ssl-train: error: --pretrained: ${join(root, 'export-onnx')} is not a TensorFlow.js export (no model.json); only --format tfjs exports can be read back as weights`,
+    );
+  });
+
   it('--force replaces a non-empty --out; without it the directory is left as it was', async () => {
     const out = join(root, 'occupied');
     mkdirSync(out);

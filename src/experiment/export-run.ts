@@ -12,12 +12,12 @@ import { childLayer } from '../core/layers.js';
 import { packageRoot } from '../core/package-root.js';
 import { tf } from '../core/tf.js';
 import { evalTransform } from '../data/augment/recipes.js';
-import { buildConfig, CONFIG_KEYS, type TrainConfigInput } from '../experiment/config.js';
-import { prepareExperiment } from '../experiment/train.js';
 import { findLatestCheckpoint, loadCheckpoint, savedProgress, withoutPrefix } from '../trainer/checkpoint.js';
 import { runDirPaths } from '../trainer/run-dir.js';
-import { EXPORT_FORMATS, type ExportFormat, type ExportedSpec } from './spec.js';
-import { writeExport } from './write.js';
+import { EXPORT_FORMATS, writeExport, type ExportFormat, type ExportedSpec } from '../export/index.js';
+import type { TrainConfig } from './config.js';
+import { trainConfigFromResolved } from './pretrained.js';
+import { prepareExperiment } from './train.js';
 
 /** Options of {@link exportRun} (the CLI's flags). */
 export interface ExportOptions {
@@ -58,7 +58,7 @@ function checkOptions(runDir: string, options: ExportOptions): ExportFormat {
 }
 
 /** The run's training config from its resolved `config.json` (only the options). */
-function runConfig(runDir: string): ReturnType<typeof buildConfig> {
+function runConfig(runDir: string): TrainConfig {
   const path = runDirPaths(runDir).config;
   let saved: Record<string, unknown>;
   try {
@@ -66,13 +66,7 @@ function runConfig(runDir: string): ReturnType<typeof buildConfig> {
   } catch (e) {
     throw new UserError(`export: ${path} is not valid JSON (${(e as Error).message.split('\n')[0]})`);
   }
-  const input: Record<string, unknown> = {};
-  for (const key of CONFIG_KEYS) if (saved[key] !== undefined && saved[key] !== null) input[key] = saved[key];
-  try {
-    return buildConfig(input as TrainConfigInput);
-  } catch (e) {
-    throw new UserError(`export: ${path} does not rebuild the run (${(e as Error).message})`);
-  }
+  return trainConfigFromResolved(saved, `export: ${path}`);
 }
 
 /**
@@ -106,7 +100,7 @@ export async function exportRun(runDir: string, options: ExportOptions): Promise
     const projector = options.withProjector ? childLayer(method, 'projector') : undefined;
     const { train } = experiment;
     const { mean, std } = evalTransform(train);
-    const source = { runDir: resolve(runDir), method: config.method, checkpoint: basename(search.latest.path), step };
+    const source = { runDir: resolve(runDir), method: config.method, dataset: config.dataset, checkpoint: basename(search.latest.path), step };
     const exported = { backbone: method.backbone, projector, name: config.backbone, inChannels: train.channels, imageSize: train.height };
     const written = writeExport(
       { ...exported, cifarStem: experiment.cifarStem, norm: config.norm, mean, std, sslZooVersion: sslZooVersion(), source },
