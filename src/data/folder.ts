@@ -1,0 +1,218 @@
+/**
+ * Image folders as datasets (`--dataset folder`): torchvision's ImageFolder layout
+ * `DIR/<class>/**\/*.{jpg,jpeg,png,webp}` with classes from the sorted subfolder names, or
+ * any flat or nested folder without classes (`unlabelled`). Only the file list is kept; the
+ * images are decoded per batch (src/data/pixels.ts). A seeded sample of the images decides
+ * the channel count (unless given) and the normalisation constants.
+ */
+import { existsSync, readdirSync, statSync, type Dirent } from 'node:fs';
+import { extname, join, relative, resolve, sep } from 'node:path';
+import sharp from 'sharp';
+import { UserError } from '../core/errors.js';
+import { Rng } from '../core/random.js';
+import type { ChannelStats, FolderDataset } from './dataset.js';
+import { decodeImage } from './pixels.js';
+
+/** The file name endings read as images (any case). */
+export const IMAGE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.webp'] as const;
+
+/** Images sampled to choose the channel count and estimate the normalisation. */
+const STATS_SAMPLE = 256;
+
+export interface ImageFolderOptions {
+  /** The training folder. */
+  dir: string;
+  /** A validation folder with (a subset of) the same class subfolders. */
+  valDir?: string;
+  /** Without `valDir`: the fraction of each class held out for validation (seeded, stratified). */
+  valFraction: number;
+  /** A folder without classes: no labels, no validation split. */
+  unlabelled: boolean;
+  /** Images are resized to cover imageSize x imageSize and centre cropped. */
+  imageSize: number;
+  /** 1 or 3; default 1 if every sampled image is grayscale, else 3. */
+  channels?: number;
+  /** Seed of the validation split and of the statistics sample. */
+  seed: number;
+  /** Called once per file that is not an image by its name, or lies outside the class folders. */
+  onSkip?: (path: string, reason: string) => void;
+}
+
+/** A folder's training and validation datasets (`val` undefined when unlabelled). */
+export interface ImageFolderSplits {
+  train: FolderDataset;
+  val: FolderDataset | undefined;
+  /** Files skipped by name while listing. */
+  skippedFiles: number;
+}
+
+const isImage = (name: string): boolean => (IMAGE_EXTENSIONS as readonly string[]).includes(extname(name).toLowerCase());
+
+/** Every file under `dir` (recursively), sorted; `what` names the folder in messages. */
+function listFiles(dir: string, what: string): string[] {
+  if (!existsSync(dir)) throw new UserError(`${what}: folder ${dir} does not exist`);
+  if (!statSync(dir).isDirectory()) throw new UserError(`${what}: ${dir} is not a folder`);
+  const entries: Dirent[] = readdirSync(dir, { recursive: true, withFileTypes: true });
+  return entries
+    .filter((e) => e.isFile() || (e.isSymbolicLink() && statSync(join(e.parentPath, e.name), { throwIfNoEntry: false })?.isFile()))
+    .map((e) => join(e.parentPath, e.name))
+    .sort();
+}
+
+/** Images of a folder: [files], [labels], class names; others are reported and counted. */
+function scanFolder(dir: string, what: string, unlabelled: boolean, onSkip: (path: string, reason: string) => void) {
+  const root = resolve(dir);
+  const all = listFiles(root, what);
+  const files: string[] = [];
+  const classOf: string[] = [];
+  let skipped = 0;
+  for (const path of all) {
+    const parts = relative(root, path).split(sep);
+    const reason = !isImage(path) ? `not an image (${IMAGE_EXTENSIONS.join(', ')})` : !unlabelled && parts.length < 2 ? 'not in a class folder' : undefined;
+    if (reason) {
+      skipped++;
+      onSkip(path, reason);
+      continue;
+    }
+    files.push(path);
+    classOf.push(unlabelled ? '' : parts[0]);
+  }
+  if (files.length === 0) {
+    const others = skipped > 0 ? `; its ${skipped} files are not images (${IMAGE_EXTENSIONS.join(', ')}) or not in class folders` : '';
+    throw new UserError(`${what}: no images in ${dir}${others}`);
+  }
+  return { files, classOf, skipped };
+}
+
+/** Indices of each class's held-out files: round(fraction * n_c) of them, at most n_c - 1, seeded. */
+function stratifiedSplit(labels: Int32Array, numClasses: number, fraction: number, seed: number): boolean[] {
+  const held = new Array<boolean>(labels.length).fill(false);
+  for (let c = 0; c < numClasses; c++) {
+    const members = [];
+    for (let i = 0; i < labels.length; i++) if (labels[i] === c) members.push(i);
+    const take = Math.min(Math.round(fraction * members.length), members.length - 1);
+    const order = Rng.keyed(seed, 0x5a11d, c).permutation(members.length);
+    for (let k = 0; k < take; k++) held[members[order[k]]] = true;
+  }
+  return held;
+}
+
+function makeDataset(
+  files: string[],
+  labels: Int32Array,
+  classNames: string[],
+  options: ImageFolderOptions,
+  channels: number,
+  stats: ChannelStats,
+): FolderDataset {
+  return Object.freeze({
+    name: 'folder',
+    length: files.length,
+    height: options.imageSize,
+    width: options.imageSize,
+    channels,
+    numClasses: classNames.length,
+    classNames: Object.freeze([...classNames]),
+    labels,
+    files: Object.freeze(files),
+    stats,
+    labelled: !options.unlabelled,
+  });
+}
+
+/** Whether the image at `path` has colour (sharp metadata: its header only). */
+async function hasColour(path: string): Promise<boolean> {
+  const m = await sharp(path).metadata();
+  return !(m.space === 'b-w' || m.space === 'grey16') && (m.channels ?? 3) - (m.hasAlpha ? 1 : 0) >= 3;
+}
+
+/**
+ * Channel count (given, or 1 when every readable sampled image is grayscale) and the
+ * per-channel mean/std of the sampled images as decoded. A user error when none of them decodes.
+ */
+async function sampleStats(files: string[], options: ImageFolderOptions): Promise<{ channels: number; stats: ChannelStats }> {
+  const order = Rng.keyed(options.seed, 0x57a7).permutation(files.length);
+  const sample = Array.from(order.subarray(0, Math.min(STATS_SAMPLE, files.length)), (i) => files[i]);
+  const colour = await Promise.all(sample.map((f) => hasColour(f).catch(() => undefined)));
+  const channels = options.channels ?? (colour.some((c) => c === true) ? 3 : 1);
+  const sum = new Float64Array(channels);
+  const sumSq = new Float64Array(channels);
+  let count = 0;
+  let firstError = '';
+  for (const path of sample) {
+    let image: Uint8Array;
+    try {
+      image = await decodeImage(path, options.imageSize, options.imageSize, channels);
+    } catch (e) {
+      firstError ||= `${path}: ${(e as Error).message.split('\n')[0]}`;
+      continue;
+    }
+    for (let i = 0; i < image.length; i++) {
+      sum[i % channels] += image[i];
+      sumSq[i % channels] += image[i] * image[i];
+    }
+    count += image.length / channels;
+  }
+  if (count === 0) throw new UserError(`--data-dir: none of the ${sample.length} sampled images of ${options.dir} could be decoded (${firstError})`);
+  const mean = Array.from(sum, (s) => s / count);
+  const std = Array.from(sumSq, (s, k) => Math.sqrt(Math.max(s / count - mean[k] * mean[k], 0)) / 255 || 1);
+  return { channels, stats: { mean: mean.map((m) => m / 255), std } };
+}
+
+/**
+ * Lists an image folder and, unless unlabelled, its validation split (`valDir`, else a
+ * seeded stratified `valFraction` of every class). User errors: a missing or empty folder, no
+ * images, one class only, images outside class folders only, validation classes unknown to
+ * the training folder, no image decodable in the statistics sample.
+ */
+export async function loadImageFolder(options: ImageFolderOptions): Promise<ImageFolderSplits> {
+  const onSkip = options.onSkip ?? (() => undefined);
+  const scan = scanFolder(options.dir, '--data-dir', options.unlabelled, onSkip);
+  let skippedFiles = scan.skipped;
+  if (options.unlabelled) {
+    const { channels, stats } = await sampleStats(scan.files, options);
+    const train = makeDataset(scan.files, new Int32Array(scan.files.length), ['unlabelled'], options, channels, stats);
+    return { train, val: undefined, skippedFiles };
+  }
+  const classNames = [...new Set(scan.classOf)].sort();
+  if (classNames.length < 2) {
+    throw new UserError(
+      `--data-dir: ${options.dir} has images of one class only ('${classNames[0]}'); --dataset folder needs at least 2 class subfolders, or --unlabelled`,
+    );
+  }
+  const labels = Int32Array.from(scan.classOf, (c) => classNames.indexOf(c));
+  let trainIdx: number[];
+  let valFiles: string[];
+  let valLabels: Int32Array;
+  if (options.valDir !== undefined) {
+    const val = scanFolder(options.valDir, '--val-dir', false, onSkip);
+    skippedFiles += val.skipped;
+    const unknown = [...new Set(val.classOf)].filter((c) => !classNames.includes(c));
+    if (unknown.length > 0) throw new UserError(`--val-dir: class folders ${unknown.join(', ')} of ${options.valDir} are not classes of ${options.dir}`);
+    trainIdx = scan.files.map((_, i) => i);
+    valFiles = val.files;
+    valLabels = Int32Array.from(val.classOf, (c) => classNames.indexOf(c));
+  } else {
+    const held = stratifiedSplit(labels, classNames.length, options.valFraction, options.seed);
+    trainIdx = scan.files.flatMap((_, i) => (held[i] ? [] : [i]));
+    const valIdx = scan.files.flatMap((_, i) => (held[i] ? [i] : []));
+    if (valIdx.length === 0)
+      throw new UserError(`--val-fraction: ${options.valFraction} holds out no image of ${options.dir}; give a larger fraction or --val-dir`);
+    valFiles = valIdx.map((i) => scan.files[i]);
+    valLabels = Int32Array.from(valIdx, (i) => labels[i]);
+  }
+  const trainFiles = trainIdx.map((i) => scan.files[i]);
+  const { channels, stats } = await sampleStats(trainFiles, options);
+  return {
+    train: makeDataset(
+      trainFiles,
+      Int32Array.from(trainIdx, (i) => labels[i]),
+      classNames,
+      options,
+      channels,
+      stats,
+    ),
+    val: makeDataset(valFiles, valLabels, classNames, options, channels, stats),
+    skippedFiles,
+  };
+}
