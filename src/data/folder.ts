@@ -78,7 +78,10 @@ function scanFolder(dir: string, what: string, unlabelled: boolean, onSkip: (pat
     classOf.push(unlabelled ? '' : parts[0]);
   }
   if (files.length === 0) {
-    const others = skipped > 0 ? `; its ${skipped} files are not images (${IMAGE_EXTENSIONS.join(', ')}) or not in class folders` : '';
+    const others =
+      skipped > 0
+        ? `; its ${skipped} files are not images (${IMAGE_EXTENSIONS.join(', ')}) or not in class subfolders (DIR/<class>/; --unlabelled reads any layout)`
+        : '';
     throw new UserError(`${what}: no images in ${dir}${others}`);
   }
   return { files, classOf, skipped };
