@@ -34,7 +34,7 @@ export interface ImageFolderOptions {
   channels?: number;
   /** Seed of the validation split and of the statistics sample. */
   seed: number;
-  /** Called once per file that is not an image by its name, or lies outside the class folders. */
+  /** Called once per file that is not an image by its name, or lies outside the class folders (once the folder is found usable). */
   onSkip?: (path: string, reason: string) => void;
 }
 
@@ -59,19 +59,18 @@ function listFiles(dir: string, what: string): string[] {
     .sort();
 }
 
-/** Images of a folder: [files], [labels], class names; others are reported and counted. */
-function scanFolder(dir: string, what: string, unlabelled: boolean, onSkip: (path: string, reason: string) => void) {
+/** Images of a folder ([files], and the class folder of each) and the other files with the reason they are skipped. */
+function scanFolder(dir: string, what: string, unlabelled: boolean) {
   const root = resolve(dir);
   const all = listFiles(root, what);
   const files: string[] = [];
   const classOf: string[] = [];
-  let skipped = 0;
+  const skipped: [string, string][] = [];
   for (const path of all) {
     const parts = relative(root, path).split(sep);
     const reason = !isImage(path) ? `not an image (${IMAGE_EXTENSIONS.join(', ')})` : !unlabelled && parts.length < 2 ? 'not in a class folder' : undefined;
     if (reason) {
-      skipped++;
-      onSkip(path, reason);
+      skipped.push([path, reason]);
       continue;
     }
     files.push(path);
@@ -79,8 +78,8 @@ function scanFolder(dir: string, what: string, unlabelled: boolean, onSkip: (pat
   }
   if (files.length === 0) {
     const others =
-      skipped > 0
-        ? `; its ${skipped} files are not images (${IMAGE_EXTENSIONS.join(', ')}) or not in class subfolders (DIR/<class>/; --unlabelled reads any layout)`
+      skipped.length > 0
+        ? `; its ${skipped.length} files are not images (${IMAGE_EXTENSIONS.join(', ')}) or not in class subfolders (DIR/<class>/; --unlabelled reads any layout)`
         : '';
     throw new UserError(`${what}: no images in ${dir}${others}`);
   }
@@ -169,13 +168,16 @@ async function sampleStats(files: string[], options: ImageFolderOptions): Promis
  * the training folder, no image decodable in the statistics sample.
  */
 export async function loadImageFolder(options: ImageFolderOptions): Promise<ImageFolderSplits> {
-  const onSkip = options.onSkip ?? (() => undefined);
-  const scan = scanFolder(options.dir, '--data-dir', options.unlabelled, onSkip);
-  let skippedFiles = scan.skipped;
+  const scan = scanFolder(options.dir, '--data-dir', options.unlabelled);
+  const skipped = [...scan.skipped];
+  const report = (): number => {
+    for (const [path, reason] of skipped) options.onSkip?.(path, reason);
+    return skipped.length;
+  };
   if (options.unlabelled) {
     const { channels, stats } = await sampleStats(scan.files, options);
     const train = makeDataset(scan.files, new Int32Array(scan.files.length), ['unlabelled'], options, channels, stats);
-    return { train, val: undefined, skippedFiles };
+    return { train, val: undefined, skippedFiles: report() };
   }
   const classNames = [...new Set(scan.classOf)].sort();
   if (classNames.length < 2) {
@@ -188,8 +190,8 @@ export async function loadImageFolder(options: ImageFolderOptions): Promise<Imag
   let valFiles: string[];
   let valLabels: Int32Array;
   if (options.valDir !== undefined) {
-    const val = scanFolder(options.valDir, '--val-dir', false, onSkip);
-    skippedFiles += val.skipped;
+    const val = scanFolder(options.valDir, '--val-dir', false);
+    skipped.push(...val.skipped);
     const unknown = [...new Set(val.classOf)].filter((c) => !classNames.includes(c));
     if (unknown.length > 0) throw new UserError(`--val-dir: class folders ${unknown.join(', ')} of ${options.valDir} are not classes of ${options.dir}`);
     trainIdx = scan.files.map((_, i) => i);
@@ -216,6 +218,6 @@ export async function loadImageFolder(options: ImageFolderOptions): Promise<Imag
       stats,
     ),
     val: makeDataset(valFiles, valLabels, classNames, options, channels, stats),
-    skippedFiles,
+    skippedFiles: report(),
   };
 }

@@ -90,7 +90,7 @@ export class TrainConfig {
   imageSize?: number;
   @Flag('<dir>', 'folder: validation images in the same class subfolders (default: --val-fraction of --data-dir)') @IsOptional() @IsString() valDir?: string;
   @Flag('<x>', 'folder: fraction of each class held out for validation without --val-dir (seeded by --seed)') @IsNumber() @Min(0) @Max(0.9) valFraction = 0.1;
-  @Flag('<bool>', 'folder: images without classes, flat or nested (kNN/linear validation off)') @IsBoolean() unlabelled = false;
+  @Flag('[bool]', 'folder: images without classes, flat or nested (kNN/linear validation off)') @IsBoolean() unlabelled = false;
   @Flag('<n>', 'folder: 1 (grayscale) or 3 (RGB) channels (default: 1 if every sampled image is grayscale, else 3)')
   @IsOptional()
   @IsInt()
