@@ -129,7 +129,8 @@ export class PixelReader {
   private async decodeFrom(index: number, skipped: SkippedFile[]): Promise<[number, Uint8Array]> {
     const store = this.store as FilePixels;
     const n = store.files.length;
-    for (let attempt = 0; attempt < Math.min(n, MAX_CONSECUTIVE_SKIPS); attempt++) {
+    const attempts = Math.min(n, MAX_CONSECUTIVE_SKIPS);
+    for (let attempt = 0; attempt < attempts; attempt++) {
       const i = (index + attempt) % n;
       if (this.unreadable.has(i)) continue;
       try {
@@ -140,6 +141,6 @@ export class PixelReader {
         skipped.push({ path: store.files[i], reason });
       }
     }
-    throw new Error(`no readable image among ${MAX_CONSECUTIVE_SKIPS} consecutive files from ${store.files[index]}`);
+    throw new Error(`no readable image among ${attempts} consecutive files from ${store.files[index]}`);
   }
 }

@@ -111,6 +111,25 @@ describe('data/folder: decoding and streaming', () => {
     }
   });
 
+  it('a folder that became unreadable fails the loader with an error (workers and inline), no hang', async () => {
+    const gone = join(dir, 'gone');
+    await writePngFolder(fmnist, gone, 4, 2);
+    const { train } = await loadImageFolder({ dir: gone, valFraction: 0, unlabelled: false, imageSize: 28, seed: 0, valDir: gone });
+    for (const f of train.files) writeFileSync(f, 'gone');
+    for (const workers of [0, 1]) {
+      const loader = new MultiViewLoader({
+        dataset: train,
+        views: simclrViews(train),
+        batchSize: 4,
+        sampler: new RandomSampler(train.length, 1),
+        seed: 0,
+        workers,
+      });
+      await assert.rejects(collect(loader, 0), /no readable image among 8 consecutive files from .*gone/);
+      await loader.close();
+    }
+  });
+
   it('a folder trains on the same batches with workers, inline, and split over 2 ranks (global index keys)', async () => {
     const views = simclrViews(folder);
     const base = { dataset: folder, views, seed: 4 };
