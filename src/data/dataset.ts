@@ -1,17 +1,15 @@
 /**
- * In-memory image datasets. A dataset keeps all of its pixels in one `Uint8Array`
- * ([length, H, W, C], row-major, values 0..255), normally backed by a `SharedArrayBuffer`
- * so that loader worker threads can read it without a copy.
+ * Image datasets. An in-memory dataset ({@link ImageDataset}) keeps all of its pixels in one
+ * `Uint8Array` ([length, H, W, C], row-major, values 0..255), normally backed by a
+ * `SharedArrayBuffer` so that loader worker threads can read it without a copy. A folder
+ * dataset ({@link FolderDataset}) holds only its file list: its images are decoded on demand
+ * (src/data/pixels.ts), so a folder larger than memory can be trained on.
  */
 import { UserError } from '../core/errors.js';
+import { Rng } from '../core/random.js';
 
-/**
- * An image classification dataset held in memory.
- *
- * - `pixels`: [length, height, width, channels] row-major (HWC per image), 0..255.
- * - `labels`: [length], each in 0..numClasses-1.
- */
-export interface ImageDataset {
+/** What every dataset knows without its pixels: size, image shape, classes and labels. */
+export interface DatasetInfo {
   /** Dataset name, e.g. `fashion-mnist`, `synthetic`. */
   readonly name: string;
   /** Number of images. */
@@ -25,8 +23,38 @@ export interface ImageDataset {
   readonly classNames: readonly string[];
   /** [length] class index of each image. */
   readonly labels: Int32Array;
+}
+
+/**
+ * An image classification dataset held in memory.
+ *
+ * - `pixels`: [length, height, width, channels] row-major (HWC per image), 0..255.
+ * - `labels`: [length], each in 0..numClasses-1.
+ */
+export interface ImageDataset extends DatasetInfo {
   /** [length, height, width, channels] row-major, 0..255. */
   readonly pixels: Uint8Array;
+}
+
+/**
+ * Images in files, decoded (and resized to height x width, channels) when a batch needs
+ * them. Made by `loadImageFolder` (src/data/folder.ts).
+ */
+export interface FolderDataset extends DatasetInfo {
+  /** [length] absolute paths; image i is `files[i]`, of class `labels[i]`. */
+  readonly files: readonly string[];
+  /** Normalisation constants, estimated from a seeded sample of the images. */
+  readonly stats: ChannelStats;
+  /** False for `--unlabelled` folders: every label is 0 and there is one class. */
+  readonly labelled: boolean;
+}
+
+/** A dataset of either kind. */
+export type Dataset = ImageDataset | FolderDataset;
+
+/** Whether `ds` holds its pixels in memory. */
+export function isInMemory(ds: Dataset): ds is ImageDataset {
+  return 'pixels' in ds;
 }
 
 /** Per-channel normalisation constants, for pixels scaled to [0, 1]. */
@@ -84,13 +112,12 @@ export function createDataset(fields: ImageDatasetFields): ImageDataset {
 }
 
 /**
- * The images `indices` (in that order, repeats allowed) of `ds` as a new dataset with copied
- * pixels ([indices.length, H, W, C]) and labels. Out-of-range indices throw a `UserError`.
+ * The images `indices` (in that order, repeats allowed) of `ds` as a new dataset: in memory
+ * with copied pixels ([indices.length, H, W, C]) and labels; a folder with the files' paths.
+ * Out-of-range indices throw a `UserError`.
  */
-export function subset(ds: ImageDataset, indices: ArrayLike<number>): ImageDataset {
+export function subset<D extends Dataset>(ds: D, indices: ArrayLike<number>): D {
   const n = indices.length;
-  const imageBytes = ds.height * ds.width * ds.channels;
-  const pixels = allocPixels(n * imageBytes);
   const labels = new Int32Array(n);
   for (let k = 0; k < n; k++) {
     const i = indices[k];
@@ -98,9 +125,16 @@ export function subset(ds: ImageDataset, indices: ArrayLike<number>): ImageDatas
       throw new UserError(`subset indices: ${i} is not allowed; expected an integer in 0..${ds.length - 1}`);
     }
     labels[k] = ds.labels[i];
-    pixels.set(ds.pixels.subarray(i * imageBytes, (i + 1) * imageBytes), k * imageBytes);
   }
-  return createDataset({ ...ds, length: n, labels, pixels });
+  const source: Dataset = ds;
+  if (!isInMemory(source)) {
+    const files = Array.from(indices, (i) => source.files[i]);
+    return Object.freeze({ ...source, length: n, labels, files: Object.freeze(files) }) as D;
+  }
+  const imageBytes = source.height * source.width * source.channels;
+  const pixels = allocPixels(n * imageBytes);
+  for (let k = 0; k < n; k++) pixels.set(source.pixels.subarray(indices[k] * imageBytes, (indices[k] + 1) * imageBytes), k * imageBytes);
+  return createDataset({ ...source, length: n, labels, pixels }) as D;
 }
 
 /** Number of images of each class: [numClasses]. */
@@ -144,13 +178,20 @@ const KNOWN_STATS: Record<string, ChannelStats> = {
 
 /**
  * Normalisation constants for a dataset: the published ones for Fashion-MNIST and CIFAR
- * (when the channel count matches), otherwise computed from the dataset by
- * {@link datasetStats}.
+ * (when the channel count matches), a folder's sample estimate, otherwise computed from the
+ * dataset by {@link datasetStats}.
  */
-export function normalizationFor(ds: ImageDataset): ChannelStats {
+export function normalizationFor(ds: Dataset): ChannelStats {
+  if (!isInMemory(ds)) return { mean: [...ds.stats.mean], std: [...ds.stats.std] };
   const known = KNOWN_STATS[ds.name];
   if (known && known.mean.length === ds.channels) {
     return { mean: [...known.mean], std: [...known.std] };
   }
   return datasetStats(ds);
+}
+
+/** The first `n` images of `ds` after a seeded shuffle (all of `ds` when `n` is 0 or >= its length). */
+export function sampleDataset<D extends Dataset>(ds: D, n: number, seed: number): D {
+  if (n === 0 || n >= ds.length) return ds;
+  return subset(ds, new Rng(seed).permutation(ds.length).slice(0, n));
 }

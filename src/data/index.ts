@@ -8,8 +8,12 @@ export {
   createDataset,
   datasetStats,
   normalizationFor,
+  isInMemory,
   subset,
   type ChannelStats,
+  type Dataset,
+  type DatasetInfo,
+  type FolderDataset,
   type ImageDataset,
   type ImageDatasetFields,
 } from './dataset.js';
@@ -28,4 +32,6 @@ export {
 export { CIFAR10_CLASS_NAMES, CIFAR100_CLASS_NAMES, CIFAR_DEFAULT_DIR, cifarRecordBytes, loadCifar, parseCifarBinary, type CifarVariant } from './cifar.js';
 export * from './augment/index.js';
 export { epochPermutation, RandomSampler, SequentialSampler, type Sampler } from './sampler.js';
+export { IMAGE_EXTENSIONS, loadImageFolder, type ImageFolderOptions, type ImageFolderSplits } from './folder.js';
+export { decodeImage, PixelReader, pixelStore, type PixelBatch, type PixelStore, type SkippedFile } from './pixels.js';
 export { MultiViewLoader, type MultiViewBatch, type MultiViewLoaderOptions } from './loader.js';

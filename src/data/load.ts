@@ -1,5 +1,5 @@
 /** Loading datasets by name. */
-import { invalidValue } from '../core/errors.js';
+import { invalidValue, UserError } from '../core/errors.js';
 import { loadCifar } from './cifar.js';
 import type { ImageDataset } from './dataset.js';
 import { loadFashionMnist } from './idx.js';
@@ -47,7 +47,9 @@ export function loadDataset(name: string, options: LoadDatasetOptions): ImageDat
     case 'cifar10':
     case 'cifar100':
       return loadCifar(name, split, options.dataDir);
+    case 'folder':
+      throw new UserError(`dataset: folder images are streamed from disk, not loaded into memory; use one of ${DATASET_NAMES.join(', ')} here`);
     default:
-      throw invalidValue('dataset', name, `one of ${DATASET_NAMES.join(', ')}`);
+      throw invalidValue('dataset', name, `one of ${DATASET_NAMES.join(', ')} or folder`);
   }
 }

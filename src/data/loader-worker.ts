@@ -1,21 +1,18 @@
 /**
- * Worker thread of {@link MultiViewLoader}: receives the dataset pixels once (shared
- * memory), then batch index lists, and returns the augmented views (transferred, not
- * copied). It runs exactly the code of the loader's inline path ({@link augmentBatch}).
+ * Worker thread of {@link MultiViewLoader}: receives the dataset's pixel store once (shared
+ * memory, or the file list), then batch index lists, and returns the augmented views
+ * (transferred, not copied). It runs exactly the code of the loader's inline path
+ * ({@link augmentStoreBatch}).
  */
 import { parentPort } from 'node:worker_threads';
-import { augmentBatch, type PixelSource, type ViewAugmentation } from './augment/views.js';
+import type { ViewAugmentation } from './augment/views.js';
+import { augmentStoreBatch } from './loader-batch.js';
+import { PixelReader, type PixelStore, type SkippedFile } from './pixels.js';
 
-/** First message: the dataset and the view recipes. */
+/** First message: where the pixels come from and the view recipes. */
 export interface WorkerInit {
   type: 'init';
-  /** The dataset's pixel memory (shared) and where its pixels start in it. */
-  buffer: SharedArrayBuffer;
-  byteOffset: number;
-  byteLength: number;
-  height: number;
-  width: number;
-  channels: number;
+  store: PixelStore;
   views: ViewAugmentation[];
   seed: number;
 }
@@ -33,37 +30,33 @@ export interface WorkerTask {
 export interface WorkerResult {
   id: number;
   views?: Float32Array[];
+  /** [B] index each sample's image came from (see PixelBatch.sources). */
+  sources?: Int32Array;
+  /** Files found unreadable on the way. */
+  skipped?: SkippedFile[];
   error?: string;
 }
 
 if (parentPort) {
   const port = parentPort;
-  let source: PixelSource | undefined;
+  let reader: PixelReader | undefined;
   let views: ViewAugmentation[] = [];
   let seed = 0;
   port.on('message', (msg: WorkerInit | WorkerTask) => {
     if (msg.type === 'init') {
-      source = {
-        pixels: new Uint8Array(msg.buffer, msg.byteOffset, msg.byteLength),
-        height: msg.height,
-        width: msg.width,
-        channels: msg.channels,
-      };
+      reader = new PixelReader(msg.store);
       views = msg.views;
       seed = msg.seed;
       return;
     }
-    try {
-      if (!source) throw new Error('loader worker got a batch before its init message');
-      const out = augmentBatch(source, views, seed, msg.epoch, msg.indices);
-      const result: WorkerResult = { id: msg.id, views: out };
+    const fail = (e: unknown): void => port.postMessage({ id: msg.id, error: (e as Error).stack ?? String(e) } satisfies WorkerResult);
+    if (!reader) return fail(new Error('loader worker got a batch before its init message'));
+    augmentStoreBatch(reader, views, seed, msg.epoch, msg.indices).then((batch) => {
+      const result: WorkerResult = { id: msg.id, ...batch };
       port.postMessage(
         result,
-        out.map((a) => a.buffer as ArrayBuffer),
+        batch.views.map((a) => a.buffer as ArrayBuffer),
       );
-    } catch (e) {
-      const result: WorkerResult = { id: msg.id, error: (e as Error).stack ?? String(e) };
-      port.postMessage(result);
-    }
+    }, fail);
   });
 }

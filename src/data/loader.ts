@@ -5,9 +5,11 @@
  */
 import { Worker } from 'node:worker_threads';
 import { UserError } from '../core/errors.js';
-import { augmentBatch, validateViewAugmentation, type ViewAugmentation } from './augment/views.js';
-import type { ImageDataset } from './dataset.js';
+import { validateViewAugmentation, type ViewAugmentation } from './augment/views.js';
+import type { Dataset } from './dataset.js';
+import { augmentStoreBatch, type AugmentedBatch } from './loader-batch.js';
 import type { WorkerInit, WorkerResult, WorkerTask } from './loader-worker.js';
+import { PixelReader, pixelStore, type SkippedFile } from './pixels.js';
 import type { Sampler } from './sampler.js';
 
 /** A batch of B samples with one array per view. */
@@ -27,7 +29,8 @@ export interface MultiViewBatch {
 }
 
 export interface MultiViewLoaderOptions {
-  dataset: ImageDataset;
+  /** In memory, or a folder whose files are decoded per batch (in the workers when there are any). */
+  dataset: Dataset;
   /** One recipe per view; view v of sample i in epoch e is keyed (seed, e, i, v). */
   views: ViewAugmentation[];
   /** Samples per batch (per view); on several ranks, per rank. */
@@ -42,10 +45,12 @@ export interface MultiViewLoaderOptions {
   workers?: number;
   /** Batches in flight per worker (default 2); ignored inline. */
   prefetch?: number;
+  /** Called once per unreadable file (its batch slot then shows the next readable file). */
+  onSkip?: (file: SkippedFile) => void;
 }
 
 interface Pending {
-  resolve: (views: Float32Array[]) => void;
+  resolve: (batch: AugmentedBatch) => void;
   reject: (err: Error) => void;
 }
 
@@ -68,7 +73,7 @@ class WorkerSlot {
       // before terminate() can arrive while it waits, and unref'ing then lets the event loop
       // empty with terminate() unsettled (exit code 13).
       if (this.pending.size === 0 && !this.closing) this.worker.unref();
-      if (msg.views) p.resolve(msg.views);
+      if (msg.views && msg.sources) p.resolve({ views: msg.views, sources: msg.sources, skipped: msg.skipped ?? [] });
       else p.reject(new Error(`loader worker failed: ${msg.error}`));
     });
     this.worker.on('error', (err) => this.fail(err));
@@ -85,7 +90,7 @@ class WorkerSlot {
     this.pending.clear();
   }
 
-  run(task: WorkerTask): Promise<Float32Array[]> {
+  run(task: WorkerTask): Promise<AugmentedBatch> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       this.pending.set(task.id, { resolve, reject });
@@ -111,26 +116,17 @@ function checkPositiveInt(field: string, v: number, min: number): void {
   }
 }
 
-/** Shared-memory copy of the pixels (the dataset's own memory when already shared). */
-function sharedPixels(pixels: Uint8Array): { buffer: SharedArrayBuffer; byteOffset: number; byteLength: number } {
-  if (pixels.buffer instanceof SharedArrayBuffer) {
-    return { buffer: pixels.buffer, byteOffset: pixels.byteOffset, byteLength: pixels.byteLength };
-  }
-  const buffer = new SharedArrayBuffer(pixels.byteLength);
-  new Uint8Array(buffer).set(pixels);
-  return { buffer, byteOffset: 0, byteLength: pixels.byteLength };
-}
-
 /**
  * Yields batches of augmented views: batch b of `epoch` holds the samples
  * `sampler.indices(epoch)[b*B .. (b+1)*B)` and, for each view v, the arrays
  * [B, S_v, S_v, C]. Every sample's views are keyed by (seed, epoch, index, view), so the
  * output is the same inline (`workers: 0`) and with any number of workers. With workers,
- * up to `workers * prefetch` batches are computed ahead while the consumer trains.
- * Call {@link close} when done (idle workers do not keep the process alive either way).
+ * up to `workers * prefetch` batches are computed ahead while the consumer trains. A folder
+ * dataset's files are read and decoded per batch where its views are made (a worker, or
+ * inline), so memory does not grow with the folder. Call {@link close} when done (idle workers do not keep the process alive either way).
  */
 export class MultiViewLoader {
-  readonly dataset: ImageDataset;
+  readonly dataset: Dataset;
   readonly views: readonly ViewAugmentation[];
   readonly batchSize: number;
   readonly sampler: Sampler;
@@ -139,7 +135,10 @@ export class MultiViewLoader {
   readonly workers: number;
   readonly prefetch: number;
   private slots: WorkerSlot[] | undefined;
+  private inlineReader: PixelReader | undefined;
   private nextTaskId = 0;
+  private readonly onSkip: ((file: SkippedFile) => void) | undefined;
+  private readonly skippedPaths = new Set<string>();
 
   constructor(options: MultiViewLoaderOptions) {
     const { dataset, views, sampler } = options;
@@ -163,6 +162,12 @@ export class MultiViewLoader {
     this.dropLast = options.dropLast ?? false;
     this.workers = workers;
     this.prefetch = prefetch;
+    this.onSkip = options.onSkip;
+  }
+
+  /** Number of distinct unreadable files met so far. */
+  get skippedFiles(): number {
+    return this.skippedPaths.size;
   }
 
   /** Batches per epoch: floor(L / B) with dropLast, else ceil(L / B) (L = sampler.length). */
@@ -187,14 +192,9 @@ export class MultiViewLoader {
 
   private startWorkers(): WorkerSlot[] {
     if (!this.slots) {
-      const ds = this.dataset;
-      const mem = sharedPixels(ds.pixels);
       const init: WorkerInit = {
         type: 'init',
-        ...mem,
-        height: ds.height,
-        width: ds.width,
-        channels: ds.channels,
+        store: pixelStore(this.dataset),
         views: this.views.map((v) => ({ ...v })),
         seed: this.seed,
       };
@@ -203,11 +203,17 @@ export class MultiViewLoader {
     return this.slots;
   }
 
-  private makeBatch(index: number, indices: Int32Array, views: Float32Array[]): MultiViewBatch {
+  /** The batch (labels of the images it shows); reports its newly met unreadable files. */
+  private makeBatch(index: number, indices: Int32Array, { views, sources, skipped }: AugmentedBatch): MultiViewBatch {
+    for (const file of skipped) {
+      if (this.skippedPaths.has(file.path)) continue;
+      this.skippedPaths.add(file.path);
+      this.onSkip?.(file);
+    }
     const B = indices.length;
     const c = this.dataset.channels;
     const labels = new Int32Array(B);
-    for (let k = 0; k < B; k++) labels[k] = this.dataset.labels[indices[k]];
+    for (let k = 0; k < B; k++) labels[k] = this.dataset.labels[sources[k]];
     const shapes = this.views.map((v) => [B, v.cropSize, v.cropSize, c] as [number, number, number, number]);
     return { views, shape: [...shapes[0]], shapes, labels, indices, index };
   }
@@ -229,16 +235,17 @@ export class MultiViewLoader {
     const batchIndices = (b: number): Int32Array => all.slice(b * B, Math.min((b + 1) * B, all.length));
 
     if (this.workers === 0) {
+      this.inlineReader ??= new PixelReader(pixelStore(this.dataset));
       for (let b = startBatch; b < nb; b++) {
         const indices = batchIndices(b);
-        yield this.makeBatch(b, indices, augmentBatch(this.dataset, this.views, this.seed, epoch, indices));
+        yield this.makeBatch(b, indices, await augmentStoreBatch(this.inlineReader, this.views, this.seed, epoch, indices));
       }
       return;
     }
 
     const slots = this.startWorkers();
     const ahead = this.workers * this.prefetch;
-    const inflight = new Map<number, Promise<Float32Array[]>>();
+    const inflight = new Map<number, Promise<AugmentedBatch>>();
     let next = startBatch;
     for (let b = startBatch; b < nb; b++) {
       while (next < nb && next < b + ahead) {
@@ -248,9 +255,9 @@ export class MultiViewLoader {
         inflight.set(next, promise);
         next++;
       }
-      const views = await inflight.get(b)!;
+      const batch = await inflight.get(b)!;
       inflight.delete(b);
-      yield this.makeBatch(b, batchIndices(b), views);
+      yield this.makeBatch(b, batchIndices(b), batch);
     }
   }
 

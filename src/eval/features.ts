@@ -1,6 +1,7 @@
 import { tf, type Tensor } from '../core/tf.js';
 import { evalViewInto, validateEvalTransform, type EvalTransform } from '../data/augment/views.js';
-import type { ImageDataset } from '../data/dataset.js';
+import type { Dataset, ImageDataset } from '../data/dataset.js';
+import { PixelReader, pixelStore } from '../data/pixels.js';
 
 /** Features and classifier logits of a whole dataset. */
 export interface ExtractedFeatures {
@@ -18,33 +19,66 @@ export interface FeatureModel {
   readonly classifier: { forward(features: Tensor): Tensor };
 }
 
-/**
- * Runs `model` (put it in eval mode first) over `dataset` in fixed order with the
- * deterministic eval transform (checked first: a user error names the bad field), in
- * batches of `batchSize`.
- */
-export function extractFeatures(model: FeatureModel, dataset: ImageDataset, transform: EvalTransform, batchSize: number): ExtractedFeatures {
-  const { height: h, width: w, channels: c, length } = dataset;
-  validateEvalTransform(transform, c, 'transform');
+/** Features and logits of `n` images: row `rows[i]` ([R, h, w, c] bytes) is image i. */
+function extractBatch(
+  model: FeatureModel,
+  pixels: Uint8Array,
+  rows: ArrayLike<number>,
+  shape: { height: number; width: number; channels: number },
+  transform: EvalTransform,
+): [Tensor, Tensor] {
+  const { height: h, width: w, channels: c } = shape;
   const S = transform.cropSize;
-  const imageSize = h * w * c;
-  const featureParts: Tensor[] = [];
-  const logitParts: Tensor[] = [];
-  for (let start = 0; start < length; start += batchSize) {
-    const n = Math.min(batchSize, length - start);
-    const images = new Float32Array(n * S * S * c);
-    for (let i = 0; i < n; i++) {
-      evalViewInto(dataset.pixels, (start + i) * imageSize, h, w, c, transform, images, i * S * S * c);
-    }
-    const [features, logits] = tf.tidy(() => {
-      const f = model.features(tf.tensor4d(images, [n, S, S, c]));
-      return [f, model.classifier.forward(f)];
-    });
-    featureParts.push(features);
-    logitParts.push(logits);
-  }
+  const n = rows.length;
+  const images = new Float32Array(n * S * S * c);
+  for (let i = 0; i < n; i++) evalViewInto(pixels, rows[i] * h * w * c, h, w, c, transform, images, i * S * S * c);
+  return tf.tidy(() => {
+    const f = model.features(tf.tensor4d(images, [n, S, S, c]));
+    return [f, model.classifier.forward(f)];
+  });
+}
+
+function concatParts(featureParts: Tensor[], logitParts: Tensor[], labels: Int32Array): ExtractedFeatures {
   const features = tf.concat(featureParts, 0);
   const logits = tf.concat(logitParts, 0);
   tf.dispose([...featureParts, ...logitParts]);
-  return { features, logits, labels: dataset.labels };
+  return { features, logits, labels };
+}
+
+/**
+ * Runs `model` (put it in eval mode first) over an in-memory `dataset` in fixed order with
+ * the deterministic eval transform (checked first: a user error names the bad field), in
+ * batches of `batchSize`.
+ */
+export function extractFeatures(model: FeatureModel, dataset: ImageDataset, transform: EvalTransform, batchSize: number): ExtractedFeatures {
+  validateEvalTransform(transform, dataset.channels, 'transform');
+  const featureParts: Tensor[] = [];
+  const logitParts: Tensor[] = [];
+  for (let start = 0; start < dataset.length; start += batchSize) {
+    const rows = Int32Array.from({ length: Math.min(batchSize, dataset.length - start) }, (_, i) => start + i);
+    const [f, l] = extractBatch(model, dataset.pixels, rows, dataset, transform);
+    featureParts.push(f);
+    logitParts.push(l);
+  }
+  return concatParts(featureParts, logitParts, dataset.labels);
+}
+
+/**
+ * {@link extractFeatures} for a dataset of either kind: a folder's images are decoded batch
+ * by batch (only `batchSize` images in memory at a time). An unreadable file shows the next
+ * readable one (see `PixelReader`), under its own label.
+ */
+export async function extractDatasetFeatures(model: FeatureModel, dataset: Dataset, transform: EvalTransform, batchSize: number): Promise<ExtractedFeatures> {
+  validateEvalTransform(transform, dataset.channels, 'transform');
+  const reader = new PixelReader(pixelStore(dataset));
+  const featureParts: Tensor[] = [];
+  const logitParts: Tensor[] = [];
+  for (let start = 0; start < dataset.length; start += batchSize) {
+    const indices = Int32Array.from({ length: Math.min(batchSize, dataset.length - start) }, (_, i) => start + i);
+    const batch = await reader.read(indices);
+    const [f, l] = extractBatch(model, batch.pixels, batch.rows, dataset, transform);
+    featureParts.push(f);
+    logitParts.push(l);
+  }
+  return concatParts(featureParts, logitParts, dataset.labels);
 }

@@ -76,9 +76,26 @@ export class TrainConfig {
   methodArgs: Record<string, number> = {};
   @Flag('<name>', 'backbone: resnet18, resnet50, tiny_resnet, mlp') @IsString() backbone = 'tiny_resnet';
   @Flag('<bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)') @IsOptional() @IsBoolean() cifarStem?: boolean;
-  @Flag('<name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100') @IsString() dataset = 'synthetic';
-  @Flag('<dir>', 'dataset directory (fashion-mnist default: /usr/share/datasets/fashion-mnist)') @IsOptional() @IsString() dataDir?: string;
-  @Flag('<n>', 'synthetic images: side in pixels') @IsInt() @Min(8) @Max(256) imageSize = 28;
+  @Flag('<name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100, or folder (your images in --data-dir)') @IsString() dataset = 'synthetic';
+  @Flag('<dir>', 'dataset directory (fashion-mnist default: /usr/share/datasets/fashion-mnist; folder: DIR/<class>/*.{jpg,jpeg,png,webp})')
+  @IsOptional()
+  @IsString()
+  dataDir?: string;
+  /** Folder images are resized to cover S x S (aspect ratio kept), then centre cropped. */
+  @Flag('<n>', 'image side in pixels: synthetic images (default 28); folder images are resized to cover it and centre cropped (default 64)')
+  @IsOptional()
+  @IsInt()
+  @Min(8)
+  @Max(256)
+  imageSize?: number;
+  @Flag('<dir>', 'folder: validation images in the same class subfolders (default: --val-fraction of --data-dir)') @IsOptional() @IsString() valDir?: string;
+  @Flag('<x>', 'folder: fraction of each class held out for validation without --val-dir (seeded by --seed)') @IsNumber() @Min(0) @Max(0.9) valFraction = 0.1;
+  @Flag('[bool]', 'folder: images without classes, flat or nested (kNN/linear validation off)') @IsBoolean() unlabelled = false;
+  @Flag('<n>', 'folder: 1 (grayscale) or 3 (RGB) channels (default: 1 if every sampled image is grayscale, else 3)')
+  @IsOptional()
+  @IsInt()
+  @IsIn([1, 3])
+  channels?: number;
   @Flag('<n>', 'synthetic images: training set size') @IsInt() @Min(16) syntheticSize = 4096;
 
   @Flag('<n>', 'pre-train on a seeded sample of this many training images (0: all); the kNN memory still samples the whole set')

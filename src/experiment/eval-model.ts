@@ -4,16 +4,15 @@
  * on (the run's dataset unless overridden), and the features of a dataset.
  */
 import { engineInfo, initEngine } from '../core/engine.js';
-import { Rng } from '../core/random.js';
 import { tf, type Tensor } from '../core/tf.js';
 import { evalTransform } from '../data/augment/recipes.js';
 import type { EvalTransform } from '../data/augment/views.js';
-import { subset, type ImageDataset } from '../data/dataset.js';
+import { type ImageDataset } from '../data/dataset.js';
 import { extractFeatures } from '../eval/features.js';
 import type { BaseMethod } from '../methods/base.js';
 import { buildConfig, type TrainConfig } from './config.js';
 import { loadPretrainedBackbone, type PretrainedSource } from './pretrained.js';
-import { prepareExperiment, type Experiment } from './train.js';
+import { prepareExperiment, type InMemoryExperiment } from './train.js';
 
 /**
  * The backbone an evaluation runs on: a pre-trained one, or the architecture of `config`
@@ -37,7 +36,7 @@ export interface EvalModel {
   /** The pre-training configuration with the evaluation's data options. */
   config: TrainConfig;
   /** The data (`train`, `test`) and the method factory of `config`. */
-  experiment: Experiment;
+  experiment: InMemoryExperiment;
   /** The method whose backbone is evaluated (its classifier is freshly initialised); dispose it. */
   method: BaseMethod;
   /** The deterministic eval view of the images (the training split's normalisation). */
@@ -69,12 +68,6 @@ export async function prepareEvalModel(init: BackboneInit, data: EvalDataOptions
   }
   method.eval();
   return { config, experiment, method, transform: evalTransform(experiment.train) };
-}
-
-/** The first `n` images of `dataset` after a seeded shuffle (all when `n` is 0 or >= its length). */
-export function sampleDataset(dataset: ImageDataset, n: number, seed: number): ImageDataset {
-  if (n === 0 || n >= dataset.length) return dataset;
-  return subset(dataset, new Rng(seed).permutation(dataset.length).slice(0, n));
 }
 
 /** `[N, F]` backbone features (eval mode, eval view) of every image of `dataset`, in order; the caller disposes them. */

@@ -10,7 +10,7 @@ import { Linear } from '../core/layers.js';
 import { Rng } from '../core/random.js';
 import { tf, type Tensor } from '../core/tf.js';
 import { augmentBatch, evalViewInto, type ViewAugmentation } from '../data/augment/views.js';
-import { normalizationFor, type ImageDataset } from '../data/dataset.js';
+import { normalizationFor, sampleDataset, type ImageDataset } from '../data/dataset.js';
 import { fitLinearEval, type LabelledSet, type LinearEpoch, type LinearEvalModel } from '../eval/linear.js';
 import { scaleLearningRate, toNamedParams } from '../optim/index.js';
 import { saveCheckpoint, withPrefix } from '../trainer/checkpoint.js';
@@ -18,16 +18,7 @@ import { RunDirLogger, type Logger } from '../trainer/loggers.js';
 import { runDirPaths } from '../trainer/run-dir.js';
 import { parseTags, WandbLogger } from '../tracking/index.js';
 import type { TrainConfig } from './config.js';
-import {
-  backboneFeatures,
-  initConfig,
-  pixelFeatures,
-  prepareEvalModel,
-  sampleDataset,
-  type BackboneInit,
-  type EvalDataOptions,
-  type EvalModel,
-} from './eval-model.js';
+import { backboneFeatures, initConfig, pixelFeatures, prepareEvalModel, type BackboneInit, type EvalDataOptions, type EvalModel } from './eval-model.js';
 
 /** What is evaluated: a backbone, or the raw pixels (the eval views flattened; the baseline of the benchmark). */
 export type LinearFeatures = BackboneInit | { kind: 'pixels'; config: TrainConfig };

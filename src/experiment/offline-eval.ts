@@ -2,6 +2,7 @@
  * `ssl-train knn` and `ssl-train embed`: a backbone's features of a data set, classified
  * by weighted kNN (a sweep of settings in one pass) or written as NumPy arrays.
  */
+import { sampleDataset } from '../data/dataset.js';
 import { existsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { invalidValue } from '../core/errors.js';
@@ -9,7 +10,7 @@ import { encodeNpy } from '../core/npy.js';
 import { tf } from '../core/tf.js';
 import { knnSweep, type KnnDistance, type KnnSweepResult } from '../eval/knn.js';
 import { writeFileAtomic } from '../trainer/files.js';
-import { backboneFeatures, prepareEvalModel, sampleDataset, type BackboneInit, type EvalDataOptions } from './eval-model.js';
+import { backboneFeatures, prepareEvalModel, type BackboneInit, type EvalDataOptions } from './eval-model.js';
 
 /** Options of {@link runKnnEval}. */
 export interface KnnRunOptions {

@@ -10,7 +10,8 @@ import { invalidValue, UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';
 import { evalTransform, viewsFor } from '../data/augment/recipes.js';
 import type { ViewAugmentation } from '../data/augment/views.js';
-import { subset, type ImageDataset } from '../data/dataset.js';
+import { sampleDataset, type Dataset, type FolderDataset, type ImageDataset } from '../data/dataset.js';
+import { loadImageFolder } from '../data/folder.js';
 import { loadDataset } from '../data/load.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
 import { hasBatchNorm, type BaseMethod, type MethodArgs } from '../methods/base.js';
@@ -66,12 +67,6 @@ function gitCommit(): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The first `n` images of `ds` after a seeded shuffle (all when n is 0 or >= length). */
-function sample(ds: ImageDataset, n: number, seed: number): ImageDataset {
-  if (n === 0 || n >= ds.length) return ds;
-  return subset(ds, new Rng(seed).permutation(ds.length).slice(0, n));
 }
 
 /**
@@ -147,9 +142,10 @@ function dataSource(loader: MultiViewLoader, batchSize: number): DataSource<Mult
 }
 
 /** Everything a run is built from, resolved from a config (no process group involved). */
-export interface Experiment {
-  train: ImageDataset;
-  test: ImageDataset;
+export interface Experiment<D extends Dataset = Dataset> {
+  train: D;
+  /** Validation images; undefined for an unlabelled folder (no validation). */
+  test: D | undefined;
   methodClass: MethodClass;
   methodArgs: MethodArgs;
   cifarStem: boolean;
@@ -159,13 +155,57 @@ export interface Experiment {
   createMethod(): BaseMethod;
 }
 
-/** Loads the data and resolves the method, its recipe defaults and augmentations. */
-export function prepareExperiment(config: TrainConfig): Experiment {
-  const methodClass = getMethodClass(config.method);
-  const methodArgs = resolveMethodArgs(config.method, config.methodArgs);
-  const dataOptions = { dataDir: config.dataDir, seed: config.seed, size: config.syntheticSize, imageSize: config.imageSize };
+/** An experiment on an in-memory dataset (always with a test split). */
+export type InMemoryExperiment = Experiment<ImageDataset> & { test: ImageDataset };
+
+/** Default `--image-size`: synthetic images are generated at 28 px, folder images resized to 64 px. */
+const DEFAULT_IMAGE_SIZE = { synthetic: 28, folder: 64 };
+
+/** Loads an in-memory dataset (not `folder`: see {@link prepareFolderExperiment}) and resolves the method, its recipe defaults and augmentations. */
+export function prepareExperiment(config: TrainConfig): InMemoryExperiment {
+  const imageSize = config.imageSize ?? DEFAULT_IMAGE_SIZE.synthetic;
+  const dataOptions = { dataDir: config.dataDir, seed: config.seed, size: config.syntheticSize, imageSize };
   const train = loadDataset(config.dataset, { ...dataOptions, split: 'train' });
   const test = loadDataset(config.dataset, { ...dataOptions, split: 'test', size: Math.max(16, Math.round(config.syntheticSize / 4)) });
+  return { ...assembleExperiment(config, train, test), test };
+}
+
+/** The folder flags are refused with other datasets, and a method that needs labels with an unlabelled folder. */
+function checkFolderFlags(config: TrainConfig): void {
+  const folder = config.dataset === 'folder';
+  if (!folder && config.unlabelled) throw invalidValue('--unlabelled', true, 'only with --dataset folder');
+  if (!folder && config.valDir !== undefined) throw new UserError('--val-dir: only with --dataset folder');
+  if (!folder && config.channels !== undefined) throw new UserError('--channels: only with --dataset folder (the other datasets have theirs)');
+  if (folder && config.dataDir === undefined)
+    throw new UserError('--data-dir: --dataset folder needs --data-dir DIR (DIR/<class>/*.jpg, or any image folder with --unlabelled)');
+  if (config.unlabelled && config.valDir !== undefined) throw new UserError('--val-dir: not used with --unlabelled (no labels, no validation)');
+  if (config.unlabelled && getMethodClass(config.method).needsLabels) {
+    throw new UserError(`--method ${config.method} needs labels; --dataset folder --unlabelled has none`);
+  }
+}
+
+/**
+ * Lists `--data-dir` (and `--val-dir`) as streamed folder datasets and resolves the rest as
+ * {@link prepareExperiment}; `onSkip` hears of each file skipped by its name.
+ */
+export async function prepareFolderExperiment(config: TrainConfig, onSkip?: (path: string, reason: string) => void): Promise<Experiment<FolderDataset>> {
+  checkFolderFlags(config);
+  const { train, val } = await loadImageFolder({
+    dir: config.dataDir!,
+    valDir: config.valDir,
+    valFraction: config.valFraction,
+    unlabelled: config.unlabelled,
+    imageSize: config.imageSize ?? DEFAULT_IMAGE_SIZE.folder,
+    channels: config.channels,
+    seed: config.seed,
+    onSkip,
+  });
+  return assembleExperiment(config, train, val);
+}
+
+function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, test: D | undefined): Experiment<D> {
+  const methodClass = getMethodClass(config.method);
+  const methodArgs = resolveMethodArgs(config.method, config.methodArgs);
   const defaults = methodClass.optimDefaults;
   const cifarStem = config.cifarStem ?? Math.min(train.height, train.width) <= 64;
   return {
@@ -225,11 +265,15 @@ export function checkGradCache(config: TrainConfig, method: BaseMethod, printWar
   }
 }
 
-/** What validation runs on: a seeded sample of the training set as kNN memory, the test split. */
-export function validationSettings(config: TrainConfig, experiment: Experiment, localBatch: number): ValidationSettings {
+/**
+ * What validation runs on: a seeded sample of the training set as kNN memory, the test split
+ * (a folder's are read batch by batch). Undefined when validation is off or there are no labels.
+ */
+export function validationSettings(config: TrainConfig, experiment: Experiment, localBatch: number): ValidationSettings | undefined {
+  if (config.valEvery === 0 || !experiment.test) return undefined;
   return {
-    memory: sample(experiment.train, config.knnTrainSamples, config.seed + 1),
-    val: sample(experiment.test, config.valSamples, config.seed + 2),
+    memory: sampleDataset(experiment.train, config.knnTrainSamples, config.seed + 1),
+    val: sampleDataset(experiment.test, config.valSamples, config.seed + 2),
     transform: evalTransform(experiment.train),
     batchSize: Math.max(localBatch, 64),
     knnK: config.knnK,
@@ -255,13 +299,18 @@ export function localBatchSize(config: TrainConfig, worldSize: number, trainSize
 export async function runTraining(config: TrainConfig, options: RunOptions = {}): Promise<TrainingRun> {
   checkGpuBackend(config);
   const engine = await initEngine(config.backend);
-  const experiment = prepareExperiment(config);
+  checkFolderFlags(config);
+  const warn = (path: string, reason: string): void => void process.stderr.write(`ssl-train: warning: skipping ${path}: ${reason}\n`);
+  const experiment: Experiment = config.dataset === 'folder' ? await prepareFolderExperiment(config, warn) : prepareExperiment(config);
   const { train, optim } = experiment;
   const scope = (options.container ?? rootContainer).createChildContainer();
   const strategy = scope.isRegistered(STRATEGY, true) ? scope.resolve<Strategy>(STRATEGY) : await createStrategy(config, options.worker);
   const worldSize = strategy.group.worldSize;
+  if (!experiment.test && config.valEvery > 0 && strategy.isGlobalZero) {
+    process.stderr.write('ssl-train: note: --dataset folder --unlabelled has no labels: kNN and linear validation are off\n');
+  }
   checkDropLast(config, worldSize);
-  const pretrainSet = sample(train, config.trainSamples, config.seed + 3);
+  const pretrainSet = sampleDataset(train, config.trainSamples, config.seed + 3);
   const localBatch = localBatchSize(config, worldSize, pretrainSet.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   const method = experiment.createMethod();
@@ -275,13 +324,9 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     seed: config.seed,
     dropLast: config.dropLast,
     workers: config.workers,
+    onSkip: (file) => warn(file.path, `${file.reason} (unreadable files so far: ${loader.skippedFiles})`),
   });
-  const task = new SslTask(
-    method,
-    { ...optim, globalBatch: config.batchSize },
-    config.valEvery > 0 ? validationSettings(config, experiment, localBatch) : undefined,
-    config.gradCacheChunk,
-  );
+  const task = new SslTask(method, { ...optim, globalBatch: config.batchSize }, validationSettings(config, experiment, localBatch), config.gradCacheChunk);
 
   const resolved: Record<string, unknown> = {
     ...config,
@@ -294,8 +339,10 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     localBatch,
     backendInUse: engine.backend,
     nativeKernels: engine.nativeKernels,
+    imageSize: train.height,
+    channels: train.channels,
     trainSize: pretrainSet.length,
-    valSize: experiment.test.length,
+    valSize: experiment.test?.length ?? 0,
     parameters: method.numParameters(true),
     packageVersion: packageVersion(),
     gitCommit: gitCommit(),

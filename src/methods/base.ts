@@ -260,9 +260,13 @@ export function hasBatchNorm(module: Module): boolean {
   return module.namedModules().some(([, m]) => m instanceof BatchNorm && m.training);
 }
 
-/** Mean softmax cross-entropy of `logits [N, K]` against int `labels [N]`. */
+/**
+ * Mean softmax cross-entropy of `logits [N, K]` against int `labels [N]`. With one class (an
+ * unlabelled folder) it is 0, still a function of the logits (tf.oneHot needs K >= 2).
+ */
 export function crossEntropy(logits: Tensor, labels: Tensor): Scalar {
   const numClasses = logits.shape[logits.shape.length - 1];
+  if (numClasses === 1) return tf.neg(tf.mean(tf.logSoftmax(logits))) as Scalar;
   const oneHot = tf.oneHot(tf.cast(labels, 'int32'), numClasses);
   return tf.losses.softmaxCrossEntropy(oneHot, logits) as Scalar;
 }

@@ -1,8 +1,8 @@
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
 import type { EvalTransform } from '../data/augment/views.js';
-import { subset, type ImageDataset } from '../data/dataset.js';
+import { subset, type Dataset } from '../data/dataset.js';
 import type { MultiViewBatch } from '../data/loader.js';
-import { extractFeatures, type ExtractedFeatures } from '../eval/features.js';
+import { extractDatasetFeatures, type ExtractedFeatures } from '../eval/features.js';
 import { weightedKnn } from '../eval/knn.js';
 import { createOptimizer, scaleLearningRate, splitWeightDecay, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
@@ -28,10 +28,10 @@ export interface OptimSettings {
 
 /** What validation runs on. */
 export interface ValidationSettings {
-  /** Labelled training images whose features are the kNN memory. */
-  memory: ImageDataset;
+  /** Labelled training images whose features are the kNN memory (a folder's are decoded batch by batch). */
+  memory: Dataset;
   /** Validation images. */
-  val: ImageDataset;
+  val: Dataset;
   transform: EvalTransform;
   batchSize: number;
   knnK: number;
@@ -139,16 +139,16 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
    * contiguous shard (padded to equal size) and the shards are all-gathered, so every rank
    * ends with the features of the whole set, in order.
    */
-  private extract(dataset: ImageDataset, v: ValidationSettings): ExtractedFeatures {
+  private async extract(dataset: Dataset, v: ValidationSettings): Promise<ExtractedFeatures> {
     const group = this.method.group;
-    if (!group || group.worldSize === 1) return extractFeatures(this.method, dataset, v.transform, v.batchSize);
+    if (!group || group.worldSize === 1) return extractDatasetFeatures(this.method, dataset, v.transform, v.batchSize);
     const per = Math.ceil(dataset.length / group.worldSize);
     const start = group.rank * per;
     const shard = subset(
       dataset,
       Int32Array.from({ length: per }, (_, i) => Math.min(start + i, dataset.length - 1)),
     );
-    const local = extractFeatures(this.method, shard, v.transform, v.batchSize);
+    const local = await extractDatasetFeatures(this.method, shard, v.transform, v.batchSize);
     const gather = (t: Tensor): Tensor => {
       const columns = t.shape[1] ?? 1;
       const all = group.allGather(t.dataSync() as Float32Array);
@@ -164,8 +164,8 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
     if (!v) return {};
     this.method.eval();
     try {
-      const memory = this.extract(v.memory, v);
-      const val = this.extract(v.val, v);
+      const memory = await this.extract(v.memory, v);
+      const val = await this.extract(v.val, v);
       const knn = weightedKnn(memory.features, memory.labels, val.features, val.labels, {
         k: v.knnK,
         temperature: v.knnTemperature,

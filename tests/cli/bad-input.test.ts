@@ -30,7 +30,7 @@ const CASES: Array<[string, string[], RegExp]> = [
   ['config that is not YAML', ['--config', badYaml], /config: .*bad\.yaml is not valid YAML/],
   ['unknown config key', ['--config', unknownKey], /config: unknown option 'learning_rate'/],
   ['unknown backbone', ['--backbone', 'vit_huge'], /backbone: "vit_huge" is not allowed/],
-  ['unknown dataset', ['--dataset', 'imagenet'], /dataset: "imagenet" is not allowed/],
+  ['unknown dataset', ['--dataset', 'imagenet'], /dataset: "imagenet" is not allowed; expected one of .* or folder/],
   ['bad method argument', ['--method-arg', 'temperature'], /--method-arg: "temperature" is not allowed; expected name=number/],
   [
     'argument of another method',

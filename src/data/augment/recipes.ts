@@ -6,13 +6,13 @@
  * default to the image size and normalisation to the dataset's; crops above 64 px get the
  * ImageNet recipes (with Gaussian blur), smaller ones the CIFAR recipes (without).
  */
-import { normalizationFor, type ChannelStats, type ImageDataset } from '../dataset.js';
+import { normalizationFor, type ChannelStats, type Dataset } from '../dataset.js';
 import type { EvalTransform, ViewAugmentation } from './views.js';
 
 /** Crop sizes above this use solo-learn's ImageNet recipes (with blur), else CIFAR's. */
 const LARGE_IMAGE = 64;
 
-function presetBase(dataset: ImageDataset, cropSize: number | undefined, stats: ChannelStats | undefined) {
+function presetBase(dataset: Dataset, cropSize: number | undefined, stats: ChannelStats | undefined) {
   const S = cropSize ?? Math.min(dataset.height, dataset.width);
   const { mean, std } = stats ?? normalizationFor(dataset);
   // solo-learn crops 8-100% of the area; below 32 px that leaves a few pixels, so 20-100%
@@ -35,7 +35,7 @@ export interface PresetOptions {
  * (sigma 0.1..2) with p = 0.5 only for crops above 64 px (ImageNet recipe); none on small
  * images, as in solo-learn's original CIFAR script. `cropSize` defaults to the image size.
  */
-export function simclrViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+export function simclrViews(dataset: Dataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
   const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.8, 0.8, 0.8, 0.2]);
   const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
   return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
@@ -48,7 +48,7 @@ export function simclrViews(dataset: ImageDataset, cropSize?: number, options: P
  * 64 px, as {@link simclrViews} (solo-learn's current CIFAR yamls blur 32 px crops too; its
  * original CIFAR scripts did not, as the other recipes here).
  */
-export function symmetricWeakViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+export function symmetricWeakViews(dataset: Dataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
   const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.4, 0.1]);
   const view: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
   return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
@@ -60,7 +60,7 @@ export function symmetricWeakViews(dataset: ImageDataset, cropSize?: number, opt
  * solarizes, view 2 solarizes with p = 0.2. Gaussian blur for crops above 64 px: p = 1.0
  * (view 1) and 0.1 (view 2), the ImageNet recipe; none on small images (CIFAR recipe).
  */
-export function byolViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+export function byolViews(dataset: Dataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
   const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.2, 0.1]);
   return [
     { ...base, gaussianBlurProb: large ? 1.0 : 0, solarizationProb: 0, ...options.overrides },
@@ -75,7 +75,7 @@ export function byolViews(dataset: ImageDataset, cropSize?: number, options: Pre
  * `large` tells whether the crop is big enough for the ImageNet blur.
  */
 function recipeView(
-  dataset: ImageDataset,
+  dataset: Dataset,
   cropSize: number | undefined,
   stats: ChannelStats | undefined,
   [brightness, contrast, saturation, hue]: [number, number, number, number],
@@ -102,7 +102,7 @@ function recipeView(
 }
 
 /** solo-learn's Barlow Twins recipe: the same asymmetric recipe as {@link byolViews}. */
-export function barlowViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+export function barlowViews(dataset: Dataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
   return byolViews(dataset, cropSize, options);
 }
 
@@ -113,7 +113,7 @@ export function barlowViews(dataset: ImageDataset, cropSize?: number, options: P
  * p = 0.2, flip p = 0.5 and solarization p = 0.1 on both views; Gaussian blur p = 0.5 for
  * crops above 64 px (ImageNet recipe), none on small images (CIFAR recipe).
  */
-export function vicregViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+export function vicregViews(dataset: Dataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
   const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.2, 0.1]);
   const view: ViewAugmentation = { ...base, cropScale: [0.2, 1], gaussianBlurProb: large ? 0.5 : 0, solarizationProb: 0.1, ...options.overrides };
   return [view, { ...view, mean: [...view.mean], std: [...view.std] }];
@@ -126,7 +126,7 @@ export function vicregViews(dataset: ImageDataset, cropSize?: number, options: P
  * {@link symmetricWeakViews}); view 2 is the teacher's weak view: the same RandomResizedCrop and
  * flip p = 0.5, nothing else (no jitter, grayscale, blur or solarization).
  */
-export function resslViews(dataset: ImageDataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+export function resslViews(dataset: Dataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
   const { view: base, large } = recipeView(dataset, cropSize, options.stats, [0.4, 0.4, 0.2, 0.1]);
   const strong: ViewAugmentation = { ...base, gaussianBlurProb: large ? 0.5 : 0, ...options.overrides };
   const weak: ViewAugmentation = {
@@ -148,7 +148,7 @@ export function resslViews(dataset: ImageDataset, cropSize?: number, options: Pr
  * The eval transform for a dataset: resize/center crop to `cropSize` (default the image
  * size, i.e. no resampling) and the dataset's normalisation.
  */
-export function evalTransform(dataset: ImageDataset, cropSize?: number, stats?: ChannelStats): EvalTransform {
+export function evalTransform(dataset: Dataset, cropSize?: number, stats?: ChannelStats): EvalTransform {
   const S = cropSize ?? Math.min(dataset.height, dataset.width);
   const { mean, std } = stats ?? normalizationFor(dataset);
   return { cropSize: S, resizeSize: S, mean, std };
@@ -162,7 +162,7 @@ export type ViewRecipe = 'simclr' | 'symmetric_weak' | 'byol' | 'barlow' | 'vicr
  * recipe's defaults: 'symmetric_weak', 'byol', 'barlow', 'vicreg' and 'ressl' give theirs,
  * any other name SimCLR's.
  */
-export function viewsFor(recipe: ViewRecipe, dataset: ImageDataset): ViewAugmentation[] {
+export function viewsFor(recipe: ViewRecipe, dataset: Dataset): ViewAugmentation[] {
   switch (recipe) {
     case 'symmetric_weak':
       return symmetricWeakViews(dataset);

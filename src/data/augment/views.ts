@@ -219,9 +219,18 @@ export function augmentView(pixels: Uint8Array, offset: number, h: number, w: nu
 /**
  * The views of a batch: for each view v, a [B, S_v, S_v, C] array whose row k is
  * view v of image `indices[k]`, drawn from `Rng.keyed(seed, epoch, indices[k], v)`.
+ * The image of sample k is row `rows[k]` of `source.pixels` ([rows, h, w, c]): by default
+ * `indices[k]` (a whole in-memory dataset), or the batch's own row of decoded files.
  * Used identically by the loader's inline path and its worker threads.
  */
-export function augmentBatch(source: PixelSource, views: readonly ViewAugmentation[], seed: number, epoch: number, indices: ArrayLike<number>): Float32Array[] {
+export function augmentBatch(
+  source: PixelSource,
+  views: readonly ViewAugmentation[],
+  seed: number,
+  epoch: number,
+  indices: ArrayLike<number>,
+  rows: ArrayLike<number> = indices,
+): Float32Array[] {
   const { height: h, width: w, channels: c } = source;
   const imageBytes = h * w * c;
   const out: Float32Array[] = [];
@@ -231,7 +240,7 @@ export function augmentBatch(source: PixelSource, views: readonly ViewAugmentati
     const arr = new Float32Array(indices.length * viewSize);
     for (let k = 0; k < indices.length; k++) {
       const index = indices[k];
-      augmentViewInto(source.pixels, index * imageBytes, h, w, c, aug, Rng.keyed(seed, epoch, index, v), arr, k * viewSize);
+      augmentViewInto(source.pixels, rows[k] * imageBytes, h, w, c, aug, Rng.keyed(seed, epoch, index, v), arr, k * viewSize);
     }
     out.push(arr);
   }
