@@ -11,7 +11,8 @@
  * regenerated (between `<!-- zoo-table:start -->` and `<!-- zoo-table:end -->`). A row whose
  * fingerprint differs from the method's current recipe is stale: the table lists the method
  * as not measured. `--table` only regenerates the table; `--from-runs` records the finished
- * runs in bench-runs/zoo/ instead of training again.
+ * runs in bench-runs/zoo/ instead of training again; `--restamp` re-fingerprints the rows whose
+ * recipe file did not change since they were measured.
  */
 import { createHash } from 'node:crypto';
 import { execSync } from 'node:child_process';
@@ -24,7 +25,7 @@ import { evalTransform } from '../../src/data/augment/recipes.js';
 import type { ImageDataset } from '../../src/data/dataset.js';
 import { extractFeatures, type FeatureModel } from '../../src/eval/features.js';
 import { weightedKnn } from '../../src/eval/knn.js';
-import { buildConfig, readConfigFile, type TrainConfig } from '../../src/experiment/config.js';
+import { buildConfig, readConfigFile, TrainConfig } from '../../src/experiment/config.js';
 import { prepareExperiment, runTraining } from '../../src/experiment/train.js';
 import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
 import { BUILT_IN_METHODS, getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
@@ -114,11 +115,20 @@ function benchConfig(method: string, epochs: number): TrainConfig {
   });
 }
 
-/** What defines a row: the resolved config and the method's resolved recipe (hyperparameters, optimizer, augmentations). */
+/** Options that do not change what is trained or measured. */
+const NOT_RECIPE = new Set(['runDir', 'dataDir', 'workers', 'logEvery']);
+
+/**
+ * What defines a row: the options that differ from their defaults (so that a new option added
+ * with a default that keeps the old behaviour leaves every row current) and the method's
+ * resolved recipe (hyperparameters, optimizer, augmentations).
+ */
 function fingerprint(config: TrainConfig): string {
   const cls = getMethodClass(config.method);
+  const defaults = new TrainConfig() as unknown as Record<string, unknown>;
+  const set = Object.entries(config).filter(([k, v]) => !NOT_RECIPE.has(k) && JSON.stringify(v) !== JSON.stringify(defaults[k]));
   const what = {
-    config: { ...config, runDir: undefined, dataDir: undefined, workers: undefined, logEvery: undefined },
+    config: Object.fromEntries(set.sort(([a], [b]) => a.localeCompare(b))),
     args: resolveMethodArgs(config.method, config.methodArgs),
     optim: cls.optimDefaults,
     views: cls.viewRecipe,
@@ -247,13 +257,36 @@ function writeTable(results: Results, epochs: number): void {
   process.stdout.write(`bench:zoo: wrote the table in ${README}\n`);
 }
 
+/**
+ * `--restamp`: after a change of what the fingerprint covers, gives the current fingerprint to
+ * the rows whose recipe file is unchanged since the commit they were measured at (said per
+ * row); the others stay stale.
+ */
+function restamp(results: Results): void {
+  for (const row of Object.values(results.methods)) {
+    const recipe = join('configs', `${row.method}-fashion-mnist.yaml`);
+    const commit = row.commit.replace(/\+dirty$/, '');
+    let unchanged = false;
+    try {
+      execSync(`git diff --quiet ${commit} HEAD -- ${recipe}`, { stdio: 'ignore' });
+      unchanged = true;
+    } catch {
+      // changed, or the commit is unknown
+    }
+    if (unchanged) row.fingerprint = fingerprint(benchConfig(row.method, row.epochs));
+    process.stdout.write(`bench:zoo --restamp: ${row.method}: ${unchanged ? 'restamped' : `left stale (${recipe} changed since ${commit})`}\n`);
+  }
+  save(results);
+}
+
 async function main(): Promise<void> {
   await initEngine('auto');
   const epochs = Number(flag('epochs', '3'));
   if (!Number.isInteger(epochs) || epochs < 3)
     throw new Error(`--epochs: ${epochs} is not allowed; expected an integer >= 3 (the issue's minimum, the same for every method)`);
   const results = load();
-  if (!process.argv.includes('--table')) {
+  if (process.argv.includes('--restamp')) restamp(results);
+  else if (!process.argv.includes('--table')) {
     const requested = flag('methods', BUILT_IN_METHODS.join(','))
       .split(',')
       .map((m) => m.trim())
