@@ -1,60 +1,36 @@
 /**
- * Regenerates the README's comparison picture (docs/report.png): SimCLR, Barlow Twins and
- * BYOL trained with the quickstart's budget (configs/quickstart.yaml: 2 epochs over a seeded
- * 15,360-image sample of Fashion-MNIST, random-init baseline at step 0) and each method's
- * Fashion-MNIST recipe, then `ssl-train compare`, then a full-page screenshot of the report
- * in headless Chromium. About 10 minutes on 2 cores.
+ * Regenerates the README's comparison picture (docs/report.png) from finished runs: `ssl-train
+ * compare` of the run directories given (default: every run of `npm run bench:zoo` in
+ * bench-runs/zoo/), then a full-page screenshot of the report in headless Chromium.
  *
- *   npm run build && node dist/scripts/readme-report.js [--out docs/report.png]
+ *   npm run build && node dist/scripts/readme-report.js [RUN_DIR...] [--out docs/report.png]
  */
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import { runCompare } from '../src/cli/compare.js';
-import { buildConfig, readConfigFile } from '../src/experiment/config.js';
-import { runTraining } from '../src/experiment/train.js';
 
-const METHODS = ['simclr', 'barlow_twins', 'byol'];
-const ROOT = join('runs', 'readme-report');
+const BENCH_RUNS = join('bench-runs', 'zoo');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-
-function outPath(): string {
-  const i = process.argv.indexOf('--out');
-  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1] : join('docs', 'report.png');
-}
 
 async function main(): Promise<void> {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is not installed at ${CHROMIUM} (scripts/setup.sh installs it), or set CHROMIUM_PATH`);
-  const quickstart = readConfigFile(join('configs', 'quickstart.yaml'));
-  const budget = {
-    dataset: quickstart.dataset,
-    trainSamples: quickstart.trainSamples,
-    epochs: quickstart.epochs,
-    warmupEpochs: quickstart.warmupEpochs,
-    valAtStart: true,
-    knnTrainSamples: quickstart.knnTrainSamples,
-    valSamples: quickstart.valSamples,
-    logEvery: 5,
-  };
-  rmSync(ROOT, { recursive: true, force: true });
-  const dirs: string[] = [];
-  for (const method of METHODS) {
-    const runDir = join(ROOT, method);
-    process.stderr.write(`readme-report: training ${method}\n`);
-    await runTraining(buildConfig({ ...readConfigFile(join('configs', `${method}-fashion-mnist.yaml`)), ...budget, runDir }));
-    dirs.push(runDir);
+  const args = process.argv.slice(2);
+  const outAt = args.indexOf('--out');
+  const out = outAt >= 0 ? args[outAt + 1] : join('docs', 'report.png');
+  let dirs = args.filter((_, i) => outAt < 0 || (i !== outAt && i !== outAt + 1));
+  if (dirs.length === 0) {
+    dirs = existsSync(BENCH_RUNS) ? readdirSync(BENCH_RUNS).map((m) => join(BENCH_RUNS, m)) : [];
+    dirs = dirs.filter((d) => existsSync(join(d, 'checkpoints', 'last.ckpt')));
   }
-  const report = await runCompare(dirs, {
-    out: join(ROOT, 'report'),
-    title: 'SimCLR vs Barlow Twins vs BYOL (tiny_resnet, Fashion-MNIST, the quickstart budget: 2 epochs over 15,360 images)',
-  });
+  if (dirs.length === 0) throw new Error(`no run directories given and no finished run in ${BENCH_RUNS} (npm run bench:zoo makes them)`);
+  const report = await runCompare(dirs, { out: join('runs', 'readme-report') });
   const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     await page.goto(pathToFileURL(report.html).href);
     await page.waitForTimeout(2000); // the charts animate in
-    const out = outPath();
     mkdirSync(join(out, '..'), { recursive: true });
     await page.screenshot({ path: out, fullPage: true });
     process.stderr.write(`readme-report: wrote ${out}\n`);
