@@ -186,7 +186,7 @@ print(json.dumps({"shape": list(f.shape), "dtype": str(f.dtype), "first": [float
       [
         'a missing --pretrained path',
         () => ['knn', '--pretrained', join(dir, 'nowhere')],
-        /--pretrained: .*nowhere does not exist; expected a run directory or a checkpoint file/,
+        /--pretrained: .*nowhere does not exist; expected a run directory, a checkpoint file or an export directory/,
       ],
       [
         'a --k list with a non-integer',
