@@ -3,6 +3,7 @@
  * (config.json, metrics.jsonl, summary.json, checkpoints/last.ckpt; W&B when asked), as
  * solo-learn's `main_linear.py`.
  */
+import { NO_COLOR_OPS } from '../data/augment/recipes.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { invalidValue, UserError } from '../core/errors.js';
@@ -76,12 +77,7 @@ export function supervisedView(dataset: ImageDataset): ViewAugmentation {
     cropScale: [0.08, 1],
     cropRatio: [3 / 4, 4 / 3],
     hflipProb: 0.5,
-    colorJitterProb: 0,
-    brightness: 0,
-    contrast: 0,
-    saturation: 0,
-    hue: 0,
-    grayscaleProb: 0,
+    ...NO_COLOR_OPS,
     gaussianBlurProb: 0,
     solarizationProb: 0,
     mean,

@@ -20,6 +20,9 @@ function presetBase(dataset: Dataset, cropSize: number | undefined, stats: Chann
   return { S, mean, std, minScale, large: S > LARGE_IMAGE };
 }
 
+/** The colour fields of a view that only crops and flips: no jitter, no grayscale. */
+export const NO_COLOR_OPS = { colorJitterProb: 0, brightness: 0, contrast: 0, saturation: 0, hue: 0, grayscaleProb: 0 } as const;
+
 /** Options shared by the preset recipes. */
 export interface PresetOptions {
   /** Normalisation; default `normalizationFor(dataset)`. */
@@ -133,12 +136,7 @@ export function resslViews(dataset: Dataset, cropSize?: number, options: PresetO
     ...base,
     mean: [...base.mean],
     std: [...base.std],
-    colorJitterProb: 0,
-    brightness: 0,
-    contrast: 0,
-    saturation: 0,
-    hue: 0,
-    grayscaleProb: 0,
+    ...NO_COLOR_OPS,
     ...options.overrides,
   };
   return [strong, weak];
