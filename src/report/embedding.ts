@@ -8,7 +8,7 @@ import { Rng } from '../core/random.js';
 import { l2NormalizeRows } from '../core/ops.js';
 import { tf } from '../core/tf.js';
 import { evalTransform } from '../data/augment/recipes.js';
-import { subset } from '../data/dataset.js';
+import { sampleDataset } from '../data/dataset.js';
 import { extractFeatures } from '../eval/features.js';
 import { loadCheckpoint, withoutPrefix } from '../trainer/checkpoint.js';
 import { runDirPaths } from '../trainer/run-dir.js';
@@ -60,8 +60,7 @@ export async function computeEmbedding(run: ReportRun, options: EmbeddingOptions
   const experiment = prepareExperiment(config);
   const seed = options.seed ?? 0;
   const test = experiment.test;
-  const n = Math.min(options.points, test.length);
-  const val = n < test.length ? subset(test, new Rng(seed + 11).permutation(test.length).slice(0, n)) : test;
+  const val = sampleDataset(test, options.points, seed + 11);
   const method = experiment.createMethod();
   let step: number;
   let features: Float32Array;
@@ -83,6 +82,7 @@ export async function computeEmbedding(run: ReportRun, options: EmbeddingOptions
   } finally {
     method.dispose();
   }
+  const n = val.length;
   const rows = Array.from({ length: n }, (_, i) => Array.from(features.subarray(i * dim, (i + 1) * dim)));
   const rng = new Rng(seed);
   const umap = new UMAP({ nComponents: 2, nNeighbors: Math.max(2, Math.min(15, n - 1)), minDist: 0.1, random: () => rng.uniform() });
