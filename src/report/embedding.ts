@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { UMAP } from 'umap-js';
-import { buildConfig, CONFIG_KEYS, type TrainConfigInput } from '../experiment/config.js';
+import { trainConfigFromResolved } from '../experiment/pretrained.js';
 import { prepareExperiment } from '../experiment/train.js';
 import { engineInfo, initEngine } from '../core/engine.js';
 import { UserError } from '../core/errors.js';
@@ -34,17 +34,6 @@ export interface EmbeddingOptions {
   seed?: number;
 }
 
-/** The run's training config, rebuilt from the resolved `config.json` (only the options). */
-function trainConfigOf(run: ReportRun): ReturnType<typeof buildConfig> {
-  const input: Record<string, unknown> = {};
-  for (const key of CONFIG_KEYS) if (run.config[key] !== undefined && run.config[key] !== null) input[key] = run.config[key];
-  try {
-    return buildConfig(input as TrainConfigInput);
-  } catch (e) {
-    throw new UserError(`config.json does not rebuild the run (${(e as Error).message})`);
-  }
-}
-
 /**
  * The UMAP map of a run's final representation: rebuilds the method from the run's
  * `config.json` (same data, backbone and heads), loads `checkpoints/last.ckpt`, extracts
@@ -55,7 +44,7 @@ function trainConfigOf(run: ReportRun): ReturnType<typeof buildConfig> {
 export async function computeEmbedding(run: ReportRun, options: EmbeddingOptions): Promise<Embedding> {
   const checkpointPath = runDirPaths(run.dir).lastCheckpoint;
   if (!existsSync(checkpointPath)) throw new UserError(`no checkpoints/last.ckpt (the run did not finish)`);
-  const config = trainConfigOf(run);
+  const config = trainConfigFromResolved(run.config, `${runDirPaths(run.dir).config}`);
   if (!engineInfo()) await initEngine(config.backend === 'cpu-js' ? 'cpu-js' : 'auto');
   const experiment = prepareExperiment(config);
   const seed = options.seed ?? 0;

@@ -4,8 +4,8 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readWandbRunInfo } from '../../src/tracking/identity.js';
 import { CLI, tempDir } from '../helpers/run.js';
-import { FakeWandbServer, type FakeRun } from './fake-wandb.js';
-import { localHistory, TINY_FLAGS, wandbEnv } from './helpers.js';
+import type { FakeRun } from './fake-wandb.js';
+import { localHistory, TINY_FLAGS, useFakeWandb } from './helpers.js';
 
 /**
  * Runs `ssl-train args...` in a child process with `env` (asynchronously: the fake W&B
@@ -38,24 +38,20 @@ function assertSameHistory(run: FakeRun, runDir: string): void {
 
 describe('ssl-train with W&B flags, wandb-sync and compare from the command line', function () {
   this.timeout(600_000);
-  const server = new FakeWandbServer();
-  let env: NodeJS.ProcessEnv;
-
-  before(async () => {
-    await server.start();
-    env = wandbEnv({ WANDB_API_KEY: server.apiKey, WANDB_BASE_URL: server.url });
-  });
-  after(() => server.close());
+  const wandb = useFakeWandb();
 
   it('--wandb-project streams the run (project, extra tags) while the progress output stays plain', async () => {
     const runDir = join(tempDir(), 'run');
-    const { status, stdout, stderr } = await cli([...TINY_FLAGS, '--run-dir', runDir, '--wandb-project', 'cli-project', '--wandb-tags', 'first, second'], env);
+    const { status, stdout, stderr } = await cli(
+      [...TINY_FLAGS, '--run-dir', runDir, '--wandb-project', 'cli-project', '--wandb-tags', 'first, second'],
+      wandb.env,
+    );
     assert.equal(status, 0, stderr);
     assert.equal(stderr, '', 'nothing on stderr');
     assert.ok(!stdout.includes('\r'));
     const info = readWandbRunInfo(runDir);
     assert.equal(info?.state, 'synced');
-    const run = server.run(info.id);
+    const run = wandb.server.run(info.id);
     assert.equal(run.project, 'cli-project');
     assert.deepEqual(run.tags, ['simclr', 'mlp', 'synthetic', 'first', 'second']);
     assert.equal((run.config as Record<string, { value: unknown }>).wandbProject.value, 'cli-project');
@@ -65,11 +61,11 @@ describe('ssl-train with W&B flags, wandb-sync and compare from the command line
 
   it('WANDB_MODE=offline trains without network; wandb-sync then uploads all history under WANDB_PROJECT/WANDB_ENTITY', async () => {
     const runDir = join(tempDir(), 'offline');
-    const offline = { ...env, WANDB_MODE: 'offline', WANDB_PROJECT: 'env-project', WANDB_ENTITY: 'env-team' };
-    const before = server.requests.length;
+    const offline = { ...wandb.env, WANDB_MODE: 'offline', WANDB_PROJECT: 'env-project', WANDB_ENTITY: 'env-team' };
+    const before = wandb.server.requests.length;
     const trained = await cli([...TINY_FLAGS, '--run-dir', runDir, '--logger', 'wandb'], offline);
     assert.equal(trained.status, 0, trained.stderr);
-    assert.equal(server.requests.length, before, 'no request while offline');
+    assert.equal(wandb.server.requests.length, before, 'no request while offline');
     assert.match(trained.stderr.trim(), /^ssl-train: W&B offline run \w{8} kept in .*; upload it with: ssl-train wandb-sync /);
     const info = readWandbRunInfo(runDir);
     assert.equal(info?.state, 'offline');
@@ -78,8 +74,8 @@ describe('ssl-train with W&B flags, wandb-sync and compare from the command line
     // The shell may still say offline: wandb-sync uploads all the same.
     const synced = await cli(['wandb-sync', runDir], offline);
     assert.equal(synced.status, 0, synced.stderr);
-    assert.equal(synced.stdout.trim(), `synced ${runDir} -> ${server.url}/env-team/env-project/runs/${info.id} (8 history rows)`);
-    const run = server.run(info.id);
+    assert.equal(synced.stdout.trim(), `synced ${runDir} -> ${wandb.server.url}/env-team/env-project/runs/${info.id} (8 history rows)`);
+    const run = wandb.server.run(info.id);
     assert.equal(run.entity, 'env-team');
     assert.equal(run.project, 'env-project');
     assert.equal(run.groupName, 'simclr-mlp-synthetic');
@@ -95,11 +91,11 @@ describe('ssl-train with W&B flags, wandb-sync and compare from the command line
   it('compare RUN_DIR... --out DIR prints the report and its PNG charts', async () => {
     const dirs = [join(tempDir(), 'a'), join(tempDir(), 'b')];
     for (const [i, runDir] of dirs.entries()) {
-      const trained = await cli([...TINY_FLAGS, '--run-dir', runDir, '--epochs', '1', '--seed', String(i)], env);
+      const trained = await cli([...TINY_FLAGS, '--run-dir', runDir, '--epochs', '1', '--seed', String(i)], wandb.env);
       assert.equal(trained.status, 0, trained.stderr);
     }
     const out = join(tempDir(), 'report');
-    const { status, stdout, stderr } = await cli(['compare', ...dirs, '--out', out, '--no-embeddings', '--title', 'two seeds'], env);
+    const { status, stdout, stderr } = await cli(['compare', ...dirs, '--out', out, '--no-embeddings', '--title', 'two seeds'], wandb.env);
     assert.equal(status, 0, stderr);
     assert.deepEqual(
       stdout.trim().split('\n'),
@@ -112,9 +108,9 @@ describe('ssl-train with W&B flags, wandb-sync and compare from the command line
 
   it('with --devices 2 only rank 0 creates the W&B run', async () => {
     const runDir = join(tempDir(), 'ddp');
-    const { status, stderr } = await cli([...TINY_FLAGS, '--run-dir', runDir, '--devices', '2', '--wandb-project', 'ddp-project'], env);
+    const { status, stderr } = await cli([...TINY_FLAGS, '--run-dir', runDir, '--devices', '2', '--wandb-project', 'ddp-project'], wandb.env);
     assert.equal(status, 0, stderr);
-    const runs = [...server.runs.values()].filter((r) => r.project === 'ddp-project');
+    const runs = [...wandb.server.runs.values()].filter((r) => r.project === 'ddp-project');
     assert.equal(runs.length, 1, 'one run');
     assert.equal((runs[0].config as Record<string, { value: unknown }>).worldSize.value, 2);
     assertSameHistory(runs[0], runDir);
@@ -151,7 +147,7 @@ describe('ssl-train with W&B flags, wandb-sync and compare from the command line
     ];
     for (const [what, args, pattern, extraEnv] of cases) {
       it(what, async () => {
-        const { status, stderr } = await cli(args, { ...env, ...extraEnv }, 60_000);
+        const { status, stderr } = await cli(args, { ...wandb.env, ...extraEnv }, 60_000);
         const lines = stderr.trim().split('\n');
         assert.equal(status, 2, `exit code (stderr: ${stderr})`);
         assert.equal(lines.length, 1, `one line, got:\n${stderr}`);
@@ -165,7 +161,7 @@ describe('ssl-train with W&B flags, wandb-sync and compare from the command line
       mkdirSync(run);
       writeFileSync(join(run, 'config.json'), '{"method": "simclr"}\n');
       writeFileSync(join(run, 'metrics.jsonl'), '{"step": 1, "train/loss": 2}\n');
-      const { status, stderr } = await cli(['wandb-sync', run], { ...env, WANDB_API_KEY: undefined }, 60_000);
+      const { status, stderr } = await cli(['wandb-sync', run], { ...wandb.env, WANDB_API_KEY: undefined }, 60_000);
       assert.equal(status, 2, stderr);
       assert.match(
         stderr.trim(),

@@ -9,6 +9,7 @@ import { LOGGER, RunDirLogger } from '../../src/trainer/loggers.js';
 import { WandbLogger, type WandbLoggerOptions } from '../../src/tracking/logger.js';
 import { historyRows, parseMetricsJsonl, type HistoryRow } from '../../src/trainer/run-dir.js';
 import { tempDir } from '../helpers/run.js';
+import { FakeWandbServer } from './fake-wandb.js';
 
 /** A tiny run: 256 synthetic 16x16 images, mlp backbone, batch 32 (8 steps per epoch), 2 epochs, metrics every 2 steps. */
 export const TINY: TrainConfigInput = {
@@ -116,4 +117,22 @@ export async function closedPort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+/** A fake W&B server started before the enclosing `describe`'s tests and closed after them, with the child-process environment that points at it. */
+export interface FakeWandb {
+  server: FakeWandbServer;
+  /** Set once the server listens (use it inside tests and hooks). */
+  env: NodeJS.ProcessEnv;
+}
+
+/** Registers the hooks of a {@link FakeWandb} in the current `describe`. */
+export function useFakeWandb(): FakeWandb {
+  const fake: FakeWandb = { server: new FakeWandbServer(), env: {} };
+  before(async () => {
+    await fake.server.start();
+    fake.env = wandbEnv({ WANDB_API_KEY: fake.server.apiKey, WANDB_BASE_URL: fake.server.url });
+  });
+  after(() => fake.server.close());
+  return fake;
 }

@@ -3,8 +3,8 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { readWandbRunInfo } from '../../src/tracking/identity.js';
 import { CLI, tempDir } from '../helpers/run.js';
-import { FakeWandbServer } from './fake-wandb.js';
-import { localHistory, TINY_FLAGS, wandbEnv } from './helpers.js';
+
+import { localHistory, TINY_FLAGS, useFakeWandb } from './helpers.js';
 
 function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ status: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
@@ -22,25 +22,18 @@ function cli(args: string[], env: NodeJS.ProcessEnv): Promise<{ status: number |
 
 describe('ssl-train linear --wandb-project', function () {
   this.timeout(600_000);
-  const server = new FakeWandbServer();
-  let env: NodeJS.ProcessEnv;
-
-  before(async () => {
-    await server.start();
-    env = wandbEnv({ WANDB_API_KEY: server.apiKey, WANDB_BASE_URL: server.url });
-  });
-  after(() => server.close());
+  const wandb = useFakeWandb();
 
   it('streams every epoch of the linear evaluation to W&B, as the run directory records it', async () => {
     const source = join(tempDir(), 'source');
-    const trained = await cli([...TINY_FLAGS, '--run-dir', source], env);
+    const trained = await cli([...TINY_FLAGS, '--run-dir', source], wandb.env);
     assert.equal(trained.status, 0, trained.stderr);
     const runDir = join(tempDir(), 'linear');
-    const linear = await cli(['linear', source, '--epochs', '2', '--batch-size', '32', '--run-dir', runDir, '--wandb-project', 'eval-project'], env);
+    const linear = await cli(['linear', source, '--epochs', '2', '--batch-size', '32', '--run-dir', runDir, '--wandb-project', 'eval-project'], wandb.env);
     assert.equal(linear.status, 0, linear.stderr);
     const info = readWandbRunInfo(runDir);
     assert.equal(info?.state, 'synced');
-    const run = server.run(info.id);
+    const run = wandb.server.run(info.id);
     assert.equal(run.project, 'eval-project');
     assert.ok(run.tags?.includes('linear'), `tags ${String(run.tags)}`);
     const rows = localHistory(runDir);

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { wandbSync } from '../../src/cli/wandb-sync.js';
 import { readWandbRunInfo } from '../../src/tracking/identity.js';
 import type { HistoryRow } from '../../src/trainer/run-dir.js';
-import { FakeWandbServer, type FakeRun } from './fake-wandb.js';
-import { closedPort, localHistory, metricsLines, trainWithWandb, wandbEnv } from './helpers.js';
+import type { FakeRun } from './fake-wandb.js';
+import { closedPort, localHistory, metricsLines, trainWithWandb, useFakeWandb } from './helpers.js';
 
 /** Every local history row reached the server at its line, with the same values and `_step`. */
 function assertHistoryDelivered(run: FakeRun, rows: HistoryRow[]): void {
@@ -34,34 +34,27 @@ function assertLocalRunComplete(runDir: string): void {
 
 describe('W&B logger against a local W&B server (real @wandb/sdk)', function () {
   this.timeout(180_000);
-  const server = new FakeWandbServer();
-  let env: NodeJS.ProcessEnv;
-
-  before(async () => {
-    await server.start();
-    env = wandbEnv({ WANDB_API_KEY: server.apiKey, WANDB_BASE_URL: server.url });
-  });
-  after(() => server.close());
+  const wandb = useFakeWandb();
   beforeEach(() => {
-    server.mode = 'ok';
-    server.failNextStreamPosts = 0;
+    wandb.server.mode = 'ok';
+    wandb.server.failNextStreamPosts = 0;
   });
 
   it('creates a run named, grouped and tagged from method/backbone/dataset, with the full config, every history row and the summary', async () => {
-    const { runDir, printed, run: training } = await trainWithWandb({}, { env });
+    const { runDir, printed, run: training } = await trainWithWandb({}, { env: wandb.env });
     assert.deepEqual(printed, [], 'no warning');
     const info = readWandbRunInfo(runDir);
     assert.ok(info, 'wandb.json written');
     assert.equal(info.state, 'synced');
-    assert.equal(info.entity, server.entity, 'the default entity of the API key');
-    const run = server.run(info.id);
+    assert.equal(info.entity, wandb.server.entity, 'the default entity of the API key');
+    const run = wandb.server.run(info.id);
     assert.equal(run.project, 'ssl-zoo-synthetic');
-    assert.equal(run.entity, server.entity);
+    assert.equal(run.entity, wandb.server.entity);
     assert.equal(run.displayName, 'simclr-mlp-synthetic-seed0');
     assert.equal(run.groupName, 'simclr-mlp-synthetic');
     assert.equal(run.jobType, 'pretrain');
     assert.deepEqual(run.tags, ['simclr', 'mlp', 'synthetic']);
-    assert.ok(info.url?.includes(`/${server.entity}/ssl-zoo-synthetic/runs/${info.id}`), `url ${info.url}`);
+    assert.ok(info.url?.includes(`/${wandb.server.entity}/ssl-zoo-synthetic/runs/${info.id}`), `url ${info.url}`);
 
     // The full resolved config, in W&B's {key: {value}} form.
     const config = run.config as Record<string, { value: unknown }>;
@@ -109,20 +102,20 @@ describe('W&B logger against a local W&B server (real @wandb/sdk)', function () 
   });
 
   it('a resumed run keeps its W&B id and ends with the whole history', async () => {
-    const first = await trainWithWandb({ maxSteps: 10 }, { env });
+    const first = await trainWithWandb({ maxSteps: 10 }, { env: wandb.env });
     const id = readWandbRunInfo(first.runDir)?.id;
     assert.ok(id);
     assert.deepEqual(
-      server.run(id).history.map((l) => l._step),
+      wandb.server.run(id).history.map((l) => l._step),
       [2, 4, 6, 8, 10],
     );
     // The first part of the history is lost on the server (as after a failed upload)...
-    server.run(id).history.length = 0;
-    const second = await trainWithWandb({ resume: 'auto' }, { env }, first.runDir);
+    wandb.server.run(id).history.length = 0;
+    const second = await trainWithWandb({ resume: 'auto' }, { env: wandb.env }, first.runDir);
     assert.deepEqual(second.printed, []);
     assert.equal(readWandbRunInfo(first.runDir)?.id, id, 'same id in wandb.json');
-    const run = server.run(id);
-    assert.equal([...server.runs.values()].filter((r) => r.id === id).length, 1);
+    const run = wandb.server.run(id);
+    assert.equal([...wandb.server.runs.values()].filter((r) => r.id === id).length, 1);
     assert.ok(run.upserts.filter((u) => u.config !== undefined).length >= 2, 'the run was upserted again on resume');
     // ... and the resumed run re-sent it ahead of the new rows.
     const rows = localHistory(first.runDir);
@@ -135,26 +128,26 @@ describe('W&B logger against a local W&B server (real @wandb/sdk)', function () 
   });
 
   it('re-sends file_stream posts that fail transiently: nothing is lost', async () => {
-    server.failNextStreamPosts = 2;
-    const { runDir, printed } = await trainWithWandb({}, { env, retryDelaysMs: [100, 200, 400] });
+    wandb.server.failNextStreamPosts = 2;
+    const { runDir, printed } = await trainWithWandb({}, { env: wandb.env, retryDelaysMs: [100, 200, 400] });
     assert.deepEqual(printed, []);
     const info = readWandbRunInfo(runDir);
     assert.equal(info?.state, 'synced');
     assert.ok(
-      server.requests.some((r) => r.path.endsWith('/file_stream') && r.status === 503),
+      wandb.server.requests.some((r) => r.path.endsWith('/file_stream') && r.status === 503),
       'the server did fail',
     );
-    assertHistoryDelivered(server.run(info.id), localHistory(runDir));
+    assertHistoryDelivered(wandb.server.run(info.id), localHistory(runDir));
   });
 
   for (const [what, setUp] of [
-    ['the server is down', async (): Promise<NodeJS.ProcessEnv> => ({ ...env, WANDB_BASE_URL: `http://127.0.0.1:${await closedPort()}` })],
-    ['the server answers HTTP 500', async (): Promise<NodeJS.ProcessEnv> => ((server.mode = 'error'), env)],
-    ['the server never answers', async (): Promise<NodeJS.ProcessEnv> => ((server.mode = 'stall'), env)],
-    ['there is no API key', async (): Promise<NodeJS.ProcessEnv> => ({ ...env, WANDB_API_KEY: undefined })],
+    ['the server is down', async (): Promise<NodeJS.ProcessEnv> => ({ ...wandb.env, WANDB_BASE_URL: `http://127.0.0.1:${await closedPort()}` })],
+    ['the server answers HTTP 500', async (): Promise<NodeJS.ProcessEnv> => ((wandb.server.mode = 'error'), wandb.env)],
+    ['the server never answers', async (): Promise<NodeJS.ProcessEnv> => ((wandb.server.mode = 'stall'), wandb.env)],
+    ['there is no API key', async (): Promise<NodeJS.ProcessEnv> => ({ ...wandb.env, WANDB_API_KEY: undefined })],
   ] as const) {
     it(`when ${what}, training completes, one warning says so and the run directory holds every metric`, async () => {
-      const before = server.requests.length;
+      const before = wandb.server.requests.length;
       const started = Date.now();
       const { runDir, printed } = await trainWithWandb({}, { env: await setUp(), finishTimeoutMs: 3000 });
       const elapsed = (Date.now() - started) / 1000;
@@ -165,24 +158,24 @@ describe('W&B logger against a local W&B server (real @wandb/sdk)', function () 
       assert.equal(info?.state, 'unsynced');
       assert.ok(info?.lastError, 'the reason is recorded');
       assert.ok(elapsed < 120, `bounded: ${elapsed} s`);
-      if (what === 'there is no API key') assert.equal(server.requests.length, before, 'no request without a key');
-      if (what === 'the server answers HTTP 500') assert.ok(server.requests.slice(before).every((r) => r.status === 500));
+      if (what === 'there is no API key') assert.equal(wandb.server.requests.length, before, 'no request without a key');
+      if (what === 'the server answers HTTP 500') assert.ok(wandb.server.requests.slice(before).every((r) => r.status === 500));
     });
   }
 
   it('an upload cut short by file_stream errors is completed by wandb-sync (same run, whole history)', async () => {
-    server.mode = 'stream-error';
-    const { runDir, printed } = await trainWithWandb({}, { env });
+    wandb.server.mode = 'stream-error';
+    const { runDir, printed } = await trainWithWandb({}, { env: wandb.env });
     assert.equal(printed.length, 1);
     const info = readWandbRunInfo(runDir);
     assert.equal(info?.state, 'unsynced');
-    assert.equal(server.run(info.id).history.length, 0);
-    server.mode = 'ok';
-    const [result] = await wandbSync([runDir], { env, retryDelaysMs: [50] });
+    assert.equal(wandb.server.run(info.id).history.length, 0);
+    wandb.server.mode = 'ok';
+    const [result] = await wandbSync([runDir], { env: wandb.env, retryDelaysMs: [50] });
     assert.equal(result.ok, true, result.problems.join('; '));
     assert.equal(result.id, info.id);
     assert.equal(readWandbRunInfo(runDir)?.state, 'synced');
-    const run = server.run(info.id);
+    const run = wandb.server.run(info.id);
     assertHistoryDelivered(run, localHistory(runDir));
     assert.equal(run.groupName, 'simclr-mlp-synthetic');
     assert.equal(run.exitcode, 0);

@@ -17,8 +17,8 @@ import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 import { NonFiniteError, Trainer, type TrainerOptions } from '../../src/trainer/trainer.js';
 import { readWandbRunInfo } from '../../src/tracking/identity.js';
 import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
-import { FakeWandbServer } from '../tracking/fake-wandb.js';
-import { localHistory, metricsLines, trainWithWandb, wandbEnv } from '../tracking/helpers.js';
+
+import { localHistory, metricsLines, trainWithWandb, useFakeWandb } from '../tracking/helpers.js';
 
 class Quadratic extends Module {
   readonly w = this.addParameter('w', tf.tensor1d([1, -2, 3, -4]));
@@ -152,18 +152,12 @@ describe('resuming cuts the history back to the checkpoint', () => {
 
   describe('W&B', function () {
     this.timeout(180_000);
-    const server = new FakeWandbServer();
-    let env: NodeJS.ProcessEnv;
-    before(async () => {
-      await server.start();
-      env = wandbEnv({ WANDB_API_KEY: server.apiKey, WANDB_BASE_URL: server.url });
-    });
-    after(() => server.close());
+    const wandb = useFakeWandb();
 
     it('a run that crashed after its epoch-1 checkpoint continues its W&B run and re-sends the history cut back to that checkpoint', async () => {
       // 12 steps logged (every 2); then last.ckpt is lost: the newest checkpoint is
       // epoch-1.ckpt at step 8, as after a crash between steps 8 and 12.
-      const first = await trainWithWandb({ maxSteps: 12 }, { env });
+      const first = await trainWithWandb({ maxSteps: 12 }, { env: wandb.env });
       rmSync(join(first.runDir, 'checkpoints', 'last.ckpt'));
       const id = readWandbRunInfo(first.runDir)?.id;
       assert.ok(id);
@@ -175,7 +169,7 @@ describe('resuming cuts the history back to the checkpoint', () => {
           'metrics.jsonl: each step once (epoch ends: training and validation)',
         );
         const rows = localHistory(first.runDir);
-        const sent = server.run(id).history;
+        const sent = wandb.server.run(id).history;
         assert.deepEqual(
           sent.map((l) => l._step),
           steps,
@@ -187,13 +181,13 @@ describe('resuming cuts the history back to the checkpoint', () => {
       };
       // Resumed with nothing left to train (--max-steps 8): the history re-sent is the one
       // up to the checkpoint, without the rows of steps 10 and 12.
-      server.run(id).history.length = 0;
-      await trainWithWandb({ resume: 'auto', maxSteps: 8 }, { env }, first.runDir);
+      wandb.server.run(id).history.length = 0;
+      await trainWithWandb({ resume: 'auto', maxSteps: 8 }, { env: wandb.env }, first.runDir);
       assert.equal(readWandbRunInfo(first.runDir)?.id, id, 'the same W&B run');
       assertSent([2, 4, 6, 8]);
       // Resumed to the end: every step once, locally and in W&B.
-      server.run(id).history.length = 0;
-      await trainWithWandb({ resume: 'auto' }, { env }, first.runDir);
+      wandb.server.run(id).history.length = 0;
+      await trainWithWandb({ resume: 'auto' }, { env: wandb.env }, first.runDir);
       assertSent([2, 4, 6, 8, 10, 12, 14, 16]);
       const ckpt = loadCheckpoint(join(first.runDir, 'checkpoints', 'last.ckpt'));
       tf.dispose(Object.values(ckpt.tensors));
