@@ -3,25 +3,10 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { loadFashionMnist } from '../../src/data/index.js';
 import { writeJpeg, writePngFolder } from '../helpers/image-folder.js';
-import { runCli, tempDir } from '../helpers/run.js';
+import { runCli, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
 
 /** Small, fast training flags for a folder of 28 px images. */
-const FOLDER_FLAGS = [
-  '--dataset',
-  'folder',
-  '--image-size',
-  '28',
-  '--backbone',
-  'mlp',
-  '--batch-size',
-  '32',
-  '--epochs',
-  '1',
-  '--method-arg',
-  'projHiddenDim=32',
-  '--method-arg',
-  'projOutputDim=16',
-];
+const FOLDER_FLAGS = ['--dataset', 'folder', '--image-size', '28', '--backbone', 'mlp', '--batch-size', '32', '--epochs', '1', ...SMALL_PROJECTOR];
 
 const dir = tempDir();
 

@@ -138,9 +138,8 @@ export function relativeError(a: ArrayLike<number>, b: ArrayLike<number>): numbe
   return diff / Math.max(scale, 1e-30);
 }
 
+export { SMALL_PROJECTOR } from '../helpers/run.js';
 /** A small CLI setting with batch norm everywhere (mlp backbone, BN heads: SyncBatchNorm matters): synthetic 16x16 data, no workers, no validation. */
 export const SMALL_RUN = ['--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '192', '--workers', '0', '--val-every', '0'];
-/** Small projector flags (hidden 32, output 16). */
-export const SMALL_PROJECTOR = ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'];
 /** Small predictor flags (hidden 32), for the methods with one. */
 export const SMALL_PREDICTOR = ['--method-arg', 'predHiddenDim=32'];

@@ -13,8 +13,9 @@
 import { strict as assert } from 'node:assert';
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { CLI, runCli, tempDir } from '../helpers/run.js';
+import { CLI, runCli, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
 import { checkpointTensors, worstRelative } from './checkpoints.js';
+import { SMALL_RUN } from './helpers.js';
 
 const ID = `sslz${process.pid}`;
 /** The two hosts: namespace, veth end inside it, its address. */
@@ -29,24 +30,7 @@ const RANK_TIMEOUT_S = 60;
 const NODE_KILL_MS = 150_000;
 
 /** Small setup with batch norm everywhere (mlp backbone, BN heads), as tests/distributed/training.test.ts. */
-const SMALL = [
-  '--backbone',
-  'mlp',
-  '--dataset',
-  'synthetic',
-  '--image-size',
-  '16',
-  '--synthetic-size',
-  '192',
-  '--workers',
-  '0',
-  '--val-every',
-  '0',
-  '--method-arg',
-  'projHiddenDim=32',
-  '--method-arg',
-  'projOutputDim=16',
-];
+const SMALL = [...SMALL_RUN, ...SMALL_PROJECTOR];
 
 function ip(args: string[]): { status: number | null; stderr: string; error?: Error } {
   const r = spawnSync('ip', args, { encoding: 'utf8', timeout: 10_000 });

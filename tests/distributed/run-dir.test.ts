@@ -1,33 +1,10 @@
 import { strict as assert } from 'node:assert';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLI, tempDir } from '../helpers/run.js';
-import { runProcess } from './helpers.js';
+import { CLI, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
+import { runProcess, SMALL_RUN } from './helpers.js';
 
-const SMALL = [
-  '--backbone',
-  'mlp',
-  '--dataset',
-  'synthetic',
-  '--image-size',
-  '16',
-  '--synthetic-size',
-  '96',
-  '--workers',
-  '0',
-  '--val-every',
-  '0',
-  '--method-arg',
-  'projHiddenDim=32',
-  '--method-arg',
-  'projOutputDim=16',
-  '--batch-size',
-  '16',
-  '--max-steps',
-  '2',
-  '--epochs',
-  '1',
-];
+const SMALL = [...SMALL_RUN, ...SMALL_PROJECTOR, '--batch-size', '16', '--max-steps', '2', '--epochs', '1'];
 
 describe('the run directory', function () {
   this.timeout(180_000);

@@ -18,6 +18,9 @@ export function runCli(args: string[], timeoutMs = 120_000): { status: number | 
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** Small projector flags (hidden 32, output 16). */
+export const SMALL_PROJECTOR = ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'];
+
 /** Small, fast training flags: synthetic 16x16 data, mlp backbone, small heads, no workers. */
 export const SMOKE_FLAGS = [
   '--dataset',
@@ -34,8 +37,5 @@ export const SMOKE_FLAGS = [
   '0',
   '--knn-train-samples',
   '256',
-  '--method-arg',
-  'projHiddenDim=32',
-  '--method-arg',
-  'projOutputDim=16',
+  ...SMALL_PROJECTOR,
 ];

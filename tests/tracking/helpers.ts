@@ -8,7 +8,7 @@ import { runTraining, type TrainingRun } from '../../src/experiment/train.js';
 import { LOGGER, RunDirLogger } from '../../src/trainer/loggers.js';
 import { WandbLogger, type WandbLoggerOptions } from '../../src/tracking/logger.js';
 import { historyRows, parseMetricsJsonl, type HistoryRow } from '../../src/trainer/run-dir.js';
-import { tempDir } from '../helpers/run.js';
+import { SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
 import { FakeWandbServer } from './fake-wandb.js';
 
 /** A tiny run: 256 synthetic 16x16 images, mlp backbone, batch 32 (8 steps per epoch), 2 epochs, metrics every 2 steps. */
@@ -48,10 +48,7 @@ export const TINY_FLAGS = [
   '256',
   '--log-every',
   '2',
-  '--method-arg',
-  'projHiddenDim=32',
-  '--method-arg',
-  'projOutputDim=16',
+  ...SMALL_PROJECTOR,
 ];
 
 /** An environment holding only what the W&B SDK should see (none of the developer's WANDB_* variables). */

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tf } from '../../src/core/tf.js';
 import { loadCheckpoint, savedProgress, verifyCheckpoint, type SavedProgress } from '../../src/trainer/checkpoint.js';
-import { CLI, tempDir } from '../helpers/run.js';
+import { CLI, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
 
 /** Preloading this registers the `simclr_nan` test method (see nan-method.ts). */
 const NAN_METHOD = fileURLToPath(new URL('./nan-method.js', import.meta.url));
@@ -34,10 +34,7 @@ const BASE = [
   '128',
   '--log-every',
   '1',
-  '--method-arg',
-  'projHiddenDim=32',
-  '--method-arg',
-  'projOutputDim=16',
+  ...SMALL_PROJECTOR,
 ];
 
 interface Run {
