@@ -21,6 +21,7 @@ import { allGather, allReduceSum } from '../distributed/collectives.js';
 import { jobWorldSize, scopedProcessGroup, type ProcessGroup } from '../core/process-group.js';
 import { detach } from '../core/ops.js';
 import { tf } from '../core/tf.js';
+import { meanCrossEntropy, rangeFrom } from './ops.js';
 
 /** Where this rank's rows sit in the global batch. */
 export interface BatchLayout {
@@ -130,4 +131,15 @@ export function gatherConstantRows<T extends tf.Tensor>(x: T, layout: BatchLayou
   }
   const gathered = group.allGather(asFloat);
   return tf.tensor(Int32Array.from(gathered), shape, 'int32') as T;
+}
+
+/**
+ * InfoNCE of this rank's rows against the whole global batch: logits `[B, N]` =
+ * `anchors [B, D]` · `candidates [N, D]`ᵀ / τ, where `candidates` are gathered in rank order
+ * (N = W·B) and local row i's positive is global column `layout.offset + i`. Returns the mean
+ * cross-entropy over the B local rows, a scalar `[]`. Call it inside the caller's tidy.
+ */
+export function globalBatchInfoNce(anchors: tf.Tensor2D, candidates: tf.Tensor2D, temperature: number, layout: BatchLayout): tf.Scalar {
+  const logits = tf.div(tf.matMul(anchors, candidates, false, true), temperature) as tf.Tensor2D;
+  return meanCrossEntropy(logits, rangeFrom(layout.offset, layout.localBatch));
 }

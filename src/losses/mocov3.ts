@@ -3,8 +3,8 @@
  */
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
-import { batchLayout, gatherConstantRows } from './global-batch.js';
-import { checkPair, checkPositive, l2NormalizeRows, meanCrossEntropy, rangeFrom } from './ops.js';
+import { batchLayout, gatherConstantRows, globalBatchInfoNce } from './global-batch.js';
+import { checkPair, checkPositive, l2NormalizeRows } from './ops.js';
 
 export interface Mocov3Options {
   /** Softmax temperature τ > 0 (solo-learn's default: 0.2). */
@@ -34,8 +34,6 @@ export function mocov3Loss(query: tf.Tensor2D, key: tf.Tensor2D, options: Mocov3
   return tf.tidy(() => {
     const q = l2NormalizeRows(query);
     const keys = gatherConstantRows(l2NormalizeRows(key), layout); // [N, D], no gradient
-    const logits = tf.div(tf.matMul(q, keys, false, true), temperature) as tf.Tensor2D; // [B, N]
-    const ce = meanCrossEntropy(logits, rangeFrom(layout.offset, layout.localBatch));
-    return tf.mul(ce, 2 * temperature) as Scalar;
+    return tf.mul(globalBatchInfoNce(q, keys, temperature, layout), 2 * temperature) as Scalar;
   });
 }

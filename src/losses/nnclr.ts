@@ -4,8 +4,8 @@
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { detach } from '../core/ops.js';
-import { batchLayout, gatherRows } from './global-batch.js';
-import { checkPair, checkPositive, l2NormalizeRows, meanCrossEntropy, rangeFrom } from './ops.js';
+import { batchLayout, gatherRows, globalBatchInfoNce } from './global-batch.js';
+import { checkPair, checkPositive, l2NormalizeRows } from './ops.js';
 
 export interface NnclrOptions {
   /** Softmax temperature τ > 0 (solo-learn's NNCLR recipes: 0.2). */
@@ -36,7 +36,6 @@ export function nnclrLoss(neighbours: tf.Tensor2D, predictions: tf.Tensor2D, opt
   return tf.tidy(() => {
     const nn = l2NormalizeRows(detach(neighbours));
     const all = gatherRows(l2NormalizeRows(predictions), layout); // [N, D]
-    const logits = tf.div(tf.matMul(nn, all, false, true), temperature) as tf.Tensor2D; // [B, N]
-    return meanCrossEntropy(logits, rangeFrom(layout.offset, layout.localBatch)) as Scalar;
+    return globalBatchInfoNce(nn, all, temperature, layout);
   });
 }
