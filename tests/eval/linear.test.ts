@@ -45,7 +45,7 @@ describe('eval/linear', () => {
     const train = blobs(400, 4, 8, 0);
     const val = blobs(200, 4, 8, 1);
     const { model, layer } = linearModel(8, 4);
-    const before = evaluateLinear(model, featureSet(val.features, val.labels), 64);
+    const before = await evaluateLinear(model, featureSet(val.features, val.labels), 64);
     assert.ok(before.accuracy.top1 < 0.6, `untrained accuracy ${before.accuracy.top1}`);
     const seen: number[] = [];
     const history = await fitLinearEval(
