@@ -26,7 +26,7 @@ export type BackboneInit = { kind: 'pretrained'; source: PretrainedSource } | { 
 /**
  * Data options of an evaluation; unset ones are the pre-training run's, except that another
  * dataset does not inherit the run's `dataDir`, and another folder not its `valDir` and
- * `unlabelled` (they describe the run's folder).
+ * `unlabelled` (they describe the run's folder; an unlabelled reading has no `valDir`).
  */
 export interface EvalDataOptions {
   dataset?: string;
@@ -71,13 +71,14 @@ export function evalConfig(base: TrainConfig, data: EvalDataOptions): TrainConfi
   const dataset = data.dataset ?? base.dataset;
   const sameData = dataset === base.dataset;
   const sameFolder = sameData && (data.dataDir ?? base.dataDir) === base.dataDir;
+  const unlabelled = data.unlabelled ?? (sameFolder && base.unlabelled);
   return buildConfig({
     ...base,
     resume: undefined,
     runDir: undefined,
     dataDir: sameData ? base.dataDir : undefined,
-    valDir: sameFolder ? base.valDir : undefined,
-    unlabelled: sameFolder && base.unlabelled,
+    valDir: sameFolder && !unlabelled ? base.valDir : undefined,
+    unlabelled,
     // A folder is decoded to the channels the backbone takes; the other datasets have theirs.
     channels: dataset === 'folder' ? base.channels : undefined,
     ...given,

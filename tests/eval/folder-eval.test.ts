@@ -109,6 +109,8 @@ describe('offline evaluation on an image folder (--dataset folder)', function ()
     assert.deepEqual([same.dataDir, same.valDir, same.imageSize, same.channels, same.valFraction], ['a', 'a-val', 32, 3, 0.2]);
     const other = evalConfig(buildConfig({ ...run, valDir: undefined, unlabelled: true }), { dataDir: 'b' });
     assert.deepEqual([other.dataDir, other.valDir, other.unlabelled, other.imageSize, other.channels], ['b', undefined, false, 32, 3]);
+    const unlabelled = evalConfig(run, { unlabelled: true });
+    assert.deepEqual([unlabelled.dataDir, unlabelled.valDir, unlabelled.unlabelled], ['a', undefined, true], 'read unlabelled, the folder has no validation split');
     const inMemory = evalConfig(run, { dataset: 'fashion-mnist' });
     assert.deepEqual([inMemory.dataDir, inMemory.valDir, inMemory.channels], [undefined, undefined, undefined]);
   });
