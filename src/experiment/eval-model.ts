@@ -116,12 +116,7 @@ function checkFolderShape(source: PretrainedSource, train: Dataset): void {
  * (files skipped by name get a warning each, as in training), not read. Initialises the
  * tensor engine if needed.
  */
-export async function prepareEvalModel(
-  init: BackboneInit,
-  data: EvalDataOptions,
-  flag: string,
-  check?: (config: TrainConfig) => void,
-): Promise<EvalModel> {
+export async function prepareEvalModel(init: BackboneInit, data: EvalDataOptions, flag: string, check?: (config: TrainConfig) => void): Promise<EvalModel> {
   const config = evalConfig(initConfig(init), data);
   checkFolderFlags(config);
   check?.(config);
@@ -159,7 +154,12 @@ export async function backboneFeatures(model: EvalModel, dataset: Dataset, batch
 }
 
 /** `[N, H * W * C]` the eval views of `dataset` flattened: the raw-pixel baseline's features. */
-export async function pixelFeatures(dataset: Dataset, transform: EvalTransform, batchSize: number, onUnreadable?: (file: SkippedFile) => void): Promise<Tensor> {
+export async function pixelFeatures(
+  dataset: Dataset,
+  transform: EvalTransform,
+  batchSize: number,
+  onUnreadable?: (file: SkippedFile) => void,
+): Promise<Tensor> {
   const flatten = {
     features: (images: Tensor) => tf.reshape(images, [images.shape[0], -1]),
     classifier: { forward: (f: Tensor) => tf.slice(f, [0, 0], [-1, 1]) },

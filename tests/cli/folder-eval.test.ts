@@ -84,7 +84,12 @@ describe('ssl-train linear / knn / embed on --dataset folder', function () {
     assert.equal(stderr, '');
     const memory = tf.tensor2d(reference.train, [train.length, reference.dim]);
     const queries = tf.tensor2d(reference.val, [val.length, reference.dim]);
-    const expected = knnSweep(memory, train.labels, queries, val.labels, { ks: [1, 5], temperatures: [0.07], distances: ['cosine', 'euclidean'], numClasses: 4 });
+    const expected = knnSweep(memory, train.labels, queries, val.labels, {
+      ks: [1, 5],
+      temperatures: [0.07],
+      distances: ['cosine', 'euclidean'],
+      numClasses: 4,
+    });
     tf.dispose([memory, queries]);
     assert.deepEqual(jsonLines(stdout), JSON.parse(JSON.stringify(expected)));
     // 1-NN of the training images among themselves would be 100%: the queries are the validation folder.
@@ -173,6 +178,9 @@ describe('ssl-train linear / knn / embed on --dataset folder', function () {
     );
     assert.match(userError(['knn', run, '--channels', '3']), /^ssl-train: error: --channels: 3 is not allowed; expected 1, the channels the backbone of/);
     assert.match(userError(['knn', run, '--data-dir', join(dir, 'missing')]), /^ssl-train: error: --data-dir: folder .*missing does not exist$/);
-    assert.match(userError(['knn', run, '--dataset', 'synthetic', '--unlabelled']), /^ssl-train: error: --unlabelled: true is not allowed; expected only with --dataset folder$/);
+    assert.match(
+      userError(['knn', run, '--dataset', 'synthetic', '--unlabelled']),
+      /^ssl-train: error: --unlabelled: true is not allowed; expected only with --dataset folder$/,
+    );
   });
 });

@@ -68,7 +68,16 @@ describe('offline evaluation on an image folder (--dataset folder)', function ()
 
   it('knn: the validation folder queried against the training folder, as the in-memory copies give', async () => {
     const settings = { ks: [1, 5], temperatures: [0.07, 0.5], distances: ['cosine', 'euclidean'] as const };
-    const results = await runKnnEval({ init, data: {}, ...settings, distances: [...settings.distances], trainSamples: 0, valSamples: 0, batchSize: 8, seed: 0 });
+    const results = await runKnnEval({
+      init,
+      data: {},
+      ...settings,
+      distances: [...settings.distances],
+      trainSamples: 0,
+      valSamples: 0,
+      batchSize: 8,
+      seed: 0,
+    });
     const model = await prepareEvalModel(init, {}, 'test');
     const memory = extractFeatures(model.method, train, evalTransform(train), 8);
     const queries = extractFeatures(model.method, val, evalTransform(train), 8);
@@ -100,7 +109,10 @@ describe('offline evaluation on an image folder (--dataset folder)', function ()
       assert.deepEqual(await inputs(epoch), expected, `epoch ${epoch}`);
     }
     assert.notDeepEqual(await inputs(0), await inputs(1), 'each epoch draws new views');
-    assert.deepEqual(await inputs(-1), views(train, indices, (offset) => evalView(train.pixels, offset, h, w, c, model.transform)));
+    assert.deepEqual(
+      await inputs(-1),
+      views(train, indices, (offset) => evalView(train.pixels, offset, h, w, c, model.transform)),
+    );
   });
 
   it("evaluation data options: the run's, except another dataset's or folder's layout", () => {
@@ -110,7 +122,11 @@ describe('offline evaluation on an image folder (--dataset folder)', function ()
     const other = evalConfig(buildConfig({ ...run, valDir: undefined, unlabelled: true }), { dataDir: 'b' });
     assert.deepEqual([other.dataDir, other.valDir, other.unlabelled, other.imageSize, other.channels], ['b', undefined, false, 32, 3]);
     const unlabelled = evalConfig(run, { unlabelled: true });
-    assert.deepEqual([unlabelled.dataDir, unlabelled.valDir, unlabelled.unlabelled], ['a', undefined, true], 'read unlabelled, the folder has no validation split');
+    assert.deepEqual(
+      [unlabelled.dataDir, unlabelled.valDir, unlabelled.unlabelled],
+      ['a', undefined, true],
+      'read unlabelled, the folder has no validation split',
+    );
     const inMemory = evalConfig(run, { dataset: 'fashion-mnist' });
     assert.deepEqual([inMemory.dataDir, inMemory.valDir, inMemory.channels], [undefined, undefined, undefined]);
   });
