@@ -10,16 +10,11 @@ import type { EvalDataOptions } from '../experiment/eval-model.js';
 import { LINEAR_AUGMENTATIONS, runLinearEval, type LinearAugmentation, type TrackingOptions } from '../experiment/linear-eval.js';
 import { EMBED_SPLITS, runEmbed, runKnnEval } from '../experiment/offline-eval.js';
 import { resolvePretrained, type PretrainedSource } from '../experiment/pretrained.js';
+import { booleanOrText, numberOrText } from './flag-values.js';
 
 /** The training flags the evaluation commands share (default: the pre-training run's value). */
-const DATA_KEYS = ['dataset', 'dataDir', 'imageSize', 'syntheticSize', 'backend'] as const;
+const DATA_KEYS = ['dataset', 'dataDir', 'valDir', 'valFraction', 'unlabelled', 'imageSize', 'channels', 'syntheticSize', 'backend'] as const;
 const TRACKING_KEYS = ['logger', 'wandbProject', 'wandbEntity', 'wandbName', 'wandbGroup', 'wandbTags', 'wandbMode'] as const;
-
-/** A number when the text is one; otherwise the text, which the config validation then names. */
-function numberOrText(value: string): number | string {
-  const n = Number(value);
-  return value.trim() !== '' && Number.isFinite(n) ? n : value;
-}
 
 /** A parser of `flag`'s value: an integer >= `min`. */
 function integer(flag: string, min: number): (value: string) => number {
@@ -62,6 +57,7 @@ function addConfigFlags(command: Command, keys: readonly string[]): Command {
   for (const flag of trainFlags().filter((f) => keys.includes(f.key))) {
     const option = new Option(`--${flag.name} ${flag.placeholder}`, `${flag.description} (default: the pre-training run's)`);
     if (flag.kind === 'number') option.argParser(numberOrText);
+    if (flag.kind === 'boolean') option.argParser(booleanOrText);
     command.addOption(option);
   }
   return command;
@@ -190,14 +186,14 @@ function embedCommand(): Command {
     'write the backbone features of a split as NumPy .npy (float32 [N, F]) and its labels beside them (<out>.labels.npy, int32 [N])',
   )
     .requiredOption('--out <file.npy>', 'the features file (written atomically)')
-    .option('--split <name>', 'train or test', choice('--split', EMBED_SPLITS), 'test')
+    .option('--split <name>', 'train or test (default: test; train for an --unlabelled folder, all its images)', choice('--split', EMBED_SPLITS))
     .option('--batch-size <n>', 'images per forward pass', integer('--batch-size', 1), 256)
     .action(async (runDir: string | undefined, opts: Record<string, unknown>) => {
       const source = sourceOf('embed', runDir, opts);
       const result = await runEmbed({
         init: { kind: 'pretrained', source },
         data: pick(opts, DATA_KEYS) as EvalDataOptions,
-        split: opts.split as (typeof EMBED_SPLITS)[number],
+        split: opts.split as (typeof EMBED_SPLITS)[number] | undefined,
         out: opts.out as string,
         batchSize: opts.batchSize as number,
       });

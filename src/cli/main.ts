@@ -22,23 +22,12 @@ import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
 import { evaluationCommands } from './evaluate.js';
+import { booleanOrText, numberOrText } from './flag-values.js';
 import { exportCommand } from './export.js';
 import { formatSyncResult, wandbSync } from './wandb-sync.js';
 
 /** Exit code for user mistakes (bad flags, config, data, environment). */
 export const USER_ERROR_EXIT = 2;
-
-/** Turns a flag value into a number when it looks like one; validation reports the rest. */
-function numeric(value: string): number | string {
-  const n = Number(value);
-  return value.trim() !== '' && Number.isFinite(n) ? n : value;
-}
-
-function boolean(value: string): boolean | string {
-  if (/^(true|1|yes|on)$/i.test(value)) return true;
-  if (/^(false|0|no|off)$/i.test(value)) return false;
-  return value;
-}
 
 function collectMethodArg(value: string, previous: unknown): Record<string, number> {
   const [name, n] = parseMethodArg(value);
@@ -46,8 +35,8 @@ function collectMethodArg(value: string, previous: unknown): Record<string, numb
 }
 
 const PARSERS: Record<FlagKind, ((value: string, previous: unknown) => unknown) | undefined> = {
-  number: numeric,
-  boolean,
+  number: numberOrText,
+  boolean: booleanOrText,
   string: undefined,
   pairs: collectMethodArg,
 };
@@ -108,12 +97,12 @@ export function buildProgram(): Command {
 
   const verify = new Command('verify')
     .description('check that distributed training is exact here: W ranks vs one process on the same global batch (or the losses against a reference case)')
-    .option('--steps <k>', 'optimizer steps to compare', numeric, 3)
-    .option('--tolerance <x>', 'relative difference always allowed (with --case: the bound, default 1e-4 of the largest gradient entry)', numeric, 1e-5)
+    .option('--steps <k>', 'optimizer steps to compare', numberOrText, 3)
+    .option('--tolerance <x>', 'relative difference always allowed (with --case: the bound, default 1e-4 of the largest gradient entry)', numberOrText, 1e-5)
     .option(
       '--roundoff-factor <k>',
       'allowed multiple of the measured float32 round-off (one-process twins with inputs moved by one ulp)',
-      numeric,
+      numberOrText,
       DEFAULT_ROUNDOFF_FACTOR,
     )
     .option('--dump <dir>', "write each step's inputs, the one-process state before it and both gradients as .npy files (DIR/step-<k>/)")
@@ -161,7 +150,7 @@ export function buildProgram(): Command {
     )
     .argument('<run-dirs...>', 'run directories')
     .option('--out <dir>', 'output directory for report.html and the PNG charts')
-    .option('--points <n>', 'validation images per embedding map', numeric, 1000)
+    .option('--points <n>', 'validation images per embedding map', numberOrText, 1000)
     .option('--no-embeddings', 'leave out the embedding maps (no checkpoint is loaded)')
     .option('--title <text>', 'report title')
     .action(async (dirs: string[], opts: CompareCliOptions) => {

@@ -1,7 +1,7 @@
 import { tf, type Tensor } from '../core/tf.js';
-import { evalViewInto, validateEvalTransform, type EvalTransform } from '../data/augment/views.js';
+import { evalBatch, validateEvalTransform, type EvalTransform, type PixelSource } from '../data/augment/views.js';
 import type { Dataset, ImageDataset } from '../data/dataset.js';
-import { PixelReader, pixelStore } from '../data/pixels.js';
+import { PixelReader, pixelStore, type SkippedFile } from '../data/pixels.js';
 
 /** Features and classifier logits of a whole dataset. */
 export interface ExtractedFeatures {
@@ -19,21 +19,12 @@ export interface FeatureModel {
   readonly classifier: { forward(features: Tensor): Tensor };
 }
 
-/** Features and logits of `n` images: row `rows[i]` ([R, h, w, c] bytes) is image i. */
-function extractBatch(
-  model: FeatureModel,
-  pixels: Uint8Array,
-  rows: ArrayLike<number>,
-  shape: { height: number; width: number; channels: number },
-  transform: EvalTransform,
-): [Tensor, Tensor] {
-  const { height: h, width: w, channels: c } = shape;
+/** Features and logits of `n` images: row `rows[i]` of `source.pixels` ([R, h, w, c] bytes) is image i. */
+function extractBatch(model: FeatureModel, source: PixelSource, rows: ArrayLike<number>, transform: EvalTransform): [Tensor, Tensor] {
   const S = transform.cropSize;
-  const n = rows.length;
-  const images = new Float32Array(n * S * S * c);
-  for (let i = 0; i < n; i++) evalViewInto(pixels, rows[i] * h * w * c, h, w, c, transform, images, i * S * S * c);
+  const images = evalBatch(source, transform, rows);
   return tf.tidy(() => {
-    const f = model.features(tf.tensor4d(images, [n, S, S, c]));
+    const f = model.features(tf.tensor4d(images, [rows.length, S, S, source.channels]));
     return [f, model.classifier.forward(f)];
   });
 }
@@ -56,7 +47,7 @@ export function extractFeatures(model: FeatureModel, dataset: ImageDataset, tran
   const logitParts: Tensor[] = [];
   for (let start = 0; start < dataset.length; start += batchSize) {
     const rows = Int32Array.from({ length: Math.min(batchSize, dataset.length - start) }, (_, i) => start + i);
-    const [f, l] = extractBatch(model, dataset.pixels, rows, dataset, transform);
+    const [f, l] = extractBatch(model, dataset, rows, transform);
     featureParts.push(f);
     logitParts.push(l);
   }
@@ -66,17 +57,25 @@ export function extractFeatures(model: FeatureModel, dataset: ImageDataset, tran
 /**
  * {@link extractFeatures} for a dataset of either kind: a folder's images are decoded batch
  * by batch (only `batchSize` images in memory at a time). An unreadable file shows the next
- * readable one (see `PixelReader`), under its own label.
+ * readable one (see `PixelReader`), under its own label; `onUnreadable` hears of it once.
  */
-export async function extractDatasetFeatures(model: FeatureModel, dataset: Dataset, transform: EvalTransform, batchSize: number): Promise<ExtractedFeatures> {
+export async function extractDatasetFeatures(
+  model: FeatureModel,
+  dataset: Dataset,
+  transform: EvalTransform,
+  batchSize: number,
+  onUnreadable?: (file: SkippedFile) => void,
+): Promise<ExtractedFeatures> {
   validateEvalTransform(transform, dataset.channels, 'transform');
   const reader = new PixelReader(pixelStore(dataset));
+  const { height, width, channels } = dataset;
   const featureParts: Tensor[] = [];
   const logitParts: Tensor[] = [];
   for (let start = 0; start < dataset.length; start += batchSize) {
     const indices = Int32Array.from({ length: Math.min(batchSize, dataset.length - start) }, (_, i) => start + i);
     const batch = await reader.read(indices);
-    const [f, l] = extractBatch(model, batch.pixels, batch.rows, dataset, transform);
+    if (onUnreadable) batch.skipped.forEach(onUnreadable);
+    const [f, l] = extractBatch(model, { pixels: batch.pixels, height, width, channels }, batch.rows, transform);
     featureParts.push(f);
     logitParts.push(l);
   }

@@ -15,10 +15,10 @@ export interface LabelledSet {
   readonly labels: Int32Array;
   /**
    * The inputs of the samples `indices` (`[n]`) in `epoch` (`-1` for evaluation): `[n, F]`
-   * features or `[n, S, S, C]` images, augmented or not as the set was built. The caller
-   * disposes the tensor.
+   * features or `[n, S, S, C]` images, augmented or not as the set was built; a promise when
+   * they are read from disk. The caller disposes the tensor.
    */
-  inputs(indices: Int32Array, epoch: number): Tensor;
+  inputs(indices: Int32Array, epoch: number): Tensor | Promise<Tensor>;
 }
 
 /** What is trained: inputs `[B, ...]` to logits `[B, K]`. */
@@ -100,13 +100,15 @@ function scoreLogits(logits: Tensor, labels: Int32Array): { top1: number; top5: 
 }
 
 /** Top-1 / top-5 accuracy and mean cross-entropy of `model` (eval mode) on all of `set`, in batches. */
-export function evaluateLinear(model: LinearEvalModel, set: LabelledSet, batchSize: number): { accuracy: Accuracy; loss: number } {
+export async function evaluateLinear(model: LinearEvalModel, set: LabelledSet, batchSize: number): Promise<{ accuracy: Accuracy; loss: number }> {
   let top1 = 0;
   let top5 = 0;
   let lossSum = 0;
   for (let start = 0; start < set.length; start += batchSize) {
     const indices = Int32Array.from({ length: Math.min(batchSize, set.length - start) }, (_, i) => start + i);
-    const logits = tf.tidy(() => model.logits(set.inputs(indices, -1), false));
+    const inputs = await set.inputs(indices, -1);
+    const logits = tf.tidy(() => model.logits(inputs, false));
+    inputs.dispose();
     const score = scoreLogits(logits, set.labels.subarray(start, start + indices.length));
     logits.dispose();
     top1 += score.top1;
@@ -147,7 +149,7 @@ export async function fitLinearEval(
         const indices = order.subarray(b * settings.batchSize, (b + 1) * settings.batchSize);
         const labels = Int32Array.from(indices, (i) => train.labels[i]);
         schedule.apply(optimizer, step);
-        const inputs = train.inputs(indices, epoch);
+        const inputs = await train.inputs(indices, epoch);
         let logits: Tensor | undefined;
         const { value, grads } = tf.variableGrads(() => {
           const out = model.logits(inputs, true);
@@ -162,7 +164,7 @@ export async function fitLinearEval(
         tf.dispose([inputs, value, logits as Tensor, ...Object.values(grads)]);
         step++;
       }
-      const evaluation = evaluateLinear(model, val, settings.evalBatchSize ?? settings.batchSize);
+      const evaluation = await evaluateLinear(model, val, settings.evalBatchSize ?? settings.batchSize);
       const figures: LinearEpoch = {
         epoch,
         step,

@@ -17,7 +17,7 @@ import { runDirPaths } from '../trainer/run-dir.js';
 import { EXPORT_FORMATS, writeExport, type ExportFormat, type ExportedSpec } from '../export/index.js';
 import type { TrainConfig } from './config.js';
 import { trainConfigFromResolved } from './pretrained.js';
-import { prepareExperiment } from './train.js';
+import { prepareExperiment } from './experiment.js';
 
 /** Options of {@link exportRun} (the CLI's flags). */
 export interface ExportOptions {

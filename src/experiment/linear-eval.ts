@@ -10,8 +10,10 @@ import { invalidValue, UserError } from '../core/errors.js';
 import { Linear } from '../core/layers.js';
 import { Rng } from '../core/random.js';
 import { tf, type Tensor } from '../core/tf.js';
-import { augmentBatch, evalViewInto, type ViewAugmentation } from '../data/augment/views.js';
-import { normalizationFor, sampleDataset, type ImageDataset } from '../data/dataset.js';
+import { evalBatch, type EvalTransform, type ViewAugmentation } from '../data/augment/views.js';
+import { normalizationFor, sampleDataset, type Dataset } from '../data/dataset.js';
+import { augmentStoreBatch } from '../data/loader-batch.js';
+import { PixelReader, pixelStore, type SkippedFile } from '../data/pixels.js';
 import { fitLinearEval, type LabelledSet, type LinearEpoch, type LinearEvalModel } from '../eval/linear.js';
 import { scaleLearningRate, toNamedParams } from '../optim/index.js';
 import { saveCheckpoint, withPrefix } from '../trainer/checkpoint.js';
@@ -19,7 +21,16 @@ import { RunDirLogger, type Logger } from '../trainer/loggers.js';
 import { runDirPaths } from '../trainer/run-dir.js';
 import { parseTags, WandbLogger } from '../tracking/index.js';
 import type { TrainConfig } from './config.js';
-import { backboneFeatures, initConfig, pixelFeatures, prepareEvalModel, type BackboneInit, type EvalDataOptions, type EvalModel } from './eval-model.js';
+import {
+  backboneFeatures,
+  initConfig,
+  pixelFeatures,
+  prepareEvalModel,
+  requireLabels,
+  validationSplit,
+  type BackboneInit,
+  type EvalDataOptions,
+} from './eval-model.js';
 
 /** What is evaluated: a backbone, or the raw pixels (the eval views flattened; the baseline of the benchmark). */
 export type LinearFeatures = BackboneInit | { kind: 'pixels'; config: TrainConfig };
@@ -70,7 +81,7 @@ export interface LinearRunResult {
  * solo-learn's supervised training view (torchvision RandomResizedCrop(S, scale 0.08-1)
  * and RandomHorizontalFlip), normalised as the eval view.
  */
-export function supervisedView(dataset: ImageDataset): ViewAugmentation {
+export function supervisedView(dataset: Dataset): ViewAugmentation {
   const { mean, std } = normalizationFor(dataset);
   return {
     cropSize: Math.min(dataset.height, dataset.width),
@@ -90,18 +101,34 @@ function featureSet(features: Tensor, labels: Int32Array): LabelledSet {
   return { length: labels.length, labels, inputs: (indices) => tf.tidy(() => tf.gather(features, tf.tensor1d(indices, 'int32'))) };
 }
 
-/** A set whose inputs are `[n, S, S, C]` views of `dataset`: augmented with `view` in training, else the eval view. */
-function imageSet(model: EvalModel, dataset: ImageDataset, view: ViewAugmentation | undefined, seed: number): LabelledSet {
-  const { height: h, width: w, channels: c } = dataset;
-  const S = model.transform.cropSize;
+/**
+ * A set whose inputs are `[n, S, S, C]` views of `dataset`, its images read per batch (a
+ * folder's decoded, never all in memory): in training augmented with `view`, keyed by
+ * (seed, epoch, index) as the loader's views, else the eval view `transform`. An unreadable
+ * file shows the next readable one (see `PixelReader`); `onUnreadable` hears of it once.
+ */
+export function imageSet(
+  dataset: Dataset,
+  transform: EvalTransform,
+  view: ViewAugmentation | undefined,
+  seed: number,
+  onUnreadable?: (file: SkippedFile) => void,
+): LabelledSet {
+  const reader = new PixelReader(pixelStore(dataset));
+  const { height, width, channels: c } = dataset;
   return {
     length: dataset.length,
     labels: dataset.labels,
-    inputs: (indices, epoch) => {
-      if (view && epoch >= 0) return tf.tensor4d(augmentBatch(dataset, [view], seed, epoch, indices)[0], [indices.length, view.cropSize, view.cropSize, c]);
-      const images = new Float32Array(indices.length * S * S * c);
-      indices.forEach((index, i) => evalViewInto(dataset.pixels, index * h * w * c, h, w, c, model.transform, images, i * S * S * c));
-      return tf.tensor4d(images, [indices.length, S, S, c]);
+    inputs: async (indices, epoch) => {
+      if (view && epoch >= 0) {
+        const batch = await augmentStoreBatch(reader, [view], seed, epoch, indices);
+        if (onUnreadable) batch.skipped.forEach(onUnreadable);
+        return tf.tensor4d(batch.views[0], [indices.length, view.cropSize, view.cropSize, c]);
+      }
+      const batch = await reader.read(indices);
+      if (onUnreadable) batch.skipped.forEach(onUnreadable);
+      const S = transform.cropSize;
+      return tf.tensor4d(evalBatch({ pixels: batch.pixels, height, width, channels: c }, transform, batch.rows), [indices.length, S, S, c]);
     },
   };
 }
@@ -136,17 +163,17 @@ export async function runLinearEval(options: LinearRunOptions): Promise<LinearRu
   const started = Date.now();
   const pixels = options.features.kind === 'pixels';
   const init: BackboneInit = options.features.kind === 'pixels' ? { kind: 'random-init', config: options.features.config } : options.features;
-  const model = await prepareEvalModel(init, options.data, 'linear');
+  const model = await prepareEvalModel(init, options.data, 'linear', requireLabels('linear'));
   const { method } = model;
   try {
     const train = sampleDataset(model.experiment.train, options.trainSamples, options.seed + 1);
-    const val = sampleDataset(model.experiment.test, options.valSamples, options.seed + 2);
+    const val = sampleDataset(validationSplit(model), options.valSamples, options.seed + 2);
     if (options.batchSize > train.length) throw invalidValue('--batch-size', options.batchSize, `at most the training images (${train.length})`);
     const precomputed = !options.finetune && options.augmentation === 'none';
     const featureStart = Date.now();
-    const [trainFeatures, valFeatures] = precomputed
-      ? [train, val].map((d) => (pixels ? pixelFeatures(d, model.transform, options.batchSize) : backboneFeatures(model, d, options.batchSize)))
-      : [];
+    const features = (d: Dataset) =>
+      pixels ? pixelFeatures(d, model.transform, options.batchSize, model.onUnreadable) : backboneFeatures(model, d, options.batchSize);
+    const [trainFeatures, valFeatures] = precomputed ? [await features(train), await features(val)] : [];
     const featureSec = precomputed ? (Date.now() - featureStart) / 1000 : 0;
     const featureDim = trainFeatures?.shape[1] ?? method.backbone.featureDim;
     const classifier = pixels ? new Linear(featureDim, train.numClasses, { rng: new Rng(options.seed) }) : method.classifier;
@@ -162,7 +189,7 @@ export async function runLinearEval(options: LinearRunOptions): Promise<LinearRu
     const view = options.augmentation === 'crop-flip' ? supervisedView(train) : undefined;
     const [trainSet, valSet] = precomputed
       ? [featureSet(trainFeatures!, train.labels), featureSet(valFeatures!, val.labels)]
-      : [imageSet(model, train, view, options.seed), imageSet(model, val, undefined, options.seed)];
+      : [imageSet(train, model.transform, view, options.seed, model.onUnreadable), imageSet(val, model.transform, undefined, options.seed, model.onUnreadable)];
 
     const source = initConfig(init);
     const runDir =

@@ -2,15 +2,16 @@
  * `ssl-train knn` and `ssl-train embed`: a backbone's features of a data set, classified
  * by weighted kNN (a sweep of settings in one pass) or written as NumPy arrays.
  */
-import { sampleDataset } from '../data/dataset.js';
 import { existsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { invalidValue } from '../core/errors.js';
 import { encodeNpy } from '../core/npy.js';
 import { tf } from '../core/tf.js';
+import { isInMemory, sampleDataset } from '../data/dataset.js';
 import { knnSweep, type KnnDistance, type KnnSweepResult } from '../eval/knn.js';
 import { writeFileAtomic } from '../trainer/files.js';
-import { backboneFeatures, prepareEvalModel, type BackboneInit, type EvalDataOptions } from './eval-model.js';
+import type { TrainConfig } from './config.js';
+import { backboneFeatures, prepareEvalModel, requireLabels, validationSplit, type BackboneInit, type EvalDataOptions } from './eval-model.js';
 
 /** Options of {@link runKnnEval}. */
 export interface KnnRunOptions {
@@ -29,16 +30,17 @@ export interface KnnRunOptions {
 }
 
 /**
- * Weighted kNN of the test split against the training split (features computed once)
- * for every combination of `ks`, `temperatures` and `distances` (see {@link knnSweep}).
+ * Weighted kNN of the test split (a folder's validation images) against the training split
+ * (features computed once) for every combination of `ks`, `temperatures` and `distances`
+ * (see {@link knnSweep}). An unlabelled folder is a user error.
  */
 export async function runKnnEval(options: KnnRunOptions): Promise<KnnSweepResult[]> {
-  const model = await prepareEvalModel(options.init, options.data, 'knn');
+  const model = await prepareEvalModel(options.init, options.data, 'knn', requireLabels('knn'));
   try {
     const memory = sampleDataset(model.experiment.train, options.trainSamples, options.seed + 1);
-    const test = sampleDataset(model.experiment.test, options.valSamples, options.seed + 2);
-    const memoryFeatures = backboneFeatures(model, memory, options.batchSize);
-    const testFeatures = backboneFeatures(model, test, options.batchSize);
+    const test = sampleDataset(validationSplit(model), options.valSamples, options.seed + 2);
+    const memoryFeatures = await backboneFeatures(model, memory, options.batchSize);
+    const testFeatures = await backboneFeatures(model, test, options.batchSize);
     try {
       return knnSweep(memoryFeatures, memory.labels, testFeatures, test.labels, {
         ks: options.ks,
@@ -61,7 +63,8 @@ export const EMBED_SPLITS = ['train', 'test'] as const;
 export interface EmbedOptions {
   init: BackboneInit;
   data: EvalDataOptions;
-  split: (typeof EMBED_SPLITS)[number];
+  /** Default `test`; `train` for an unlabelled folder (all its images: it has no other split). */
+  split?: (typeof EMBED_SPLITS)[number];
   /** The `.npy` file of the features. */
   out: string;
   /** Images per forward pass. */
@@ -71,7 +74,7 @@ export interface EmbedOptions {
 /** What {@link runEmbed} wrote. */
 export interface EmbedResult {
   features: string;
-  /** `[N]` int32 labels beside the features (`<out>.labels.npy`), when the split has labels. */
+  /** `[N]` int32 labels beside the features (`<out>.labels.npy`), when the split has labels (not an unlabelled folder). */
   labels?: string;
   /** `[N, F]` */
   shape: [number, number];
@@ -90,21 +93,32 @@ export function checkEmbedOut(out: string): void {
   if (existsSync(out) && statSync(out).isDirectory()) throw invalidValue('--out', out, 'a file (it is a directory)');
 }
 
+/** An unlabelled folder has one split, `train` (all its images); asking for `test` is a user error. */
+function checkEmbedSplit(split: EmbedOptions['split']): (config: TrainConfig) => void {
+  return (config) => {
+    if (config.dataset === 'folder' && config.unlabelled && split === 'test') {
+      throw invalidValue('--split', split, 'train with --unlabelled (an unlabelled folder has no validation split: all its images are the train split)');
+    }
+  };
+}
+
 /**
  * Writes the backbone features (eval mode, eval view) of a split as a float32 `[N, F]`
- * `.npy` file and its labels as an int32 `[N]` one beside it, each atomically.
+ * `.npy` file and, unless the split is an unlabelled folder, its labels as an int32 `[N]`
+ * one beside it, each atomically. A folder is read batch by batch.
  */
 export async function runEmbed(options: EmbedOptions): Promise<EmbedResult> {
   checkEmbedOut(options.out);
-  const model = await prepareEvalModel(options.init, options.data, 'embed');
+  const model = await prepareEvalModel(options.init, options.data, 'embed', checkEmbedSplit(options.split));
   try {
-    const dataset = options.split === 'train' ? model.experiment.train : model.experiment.test;
-    const features = backboneFeatures(model, dataset, options.batchSize);
+    const split = options.split ?? (model.experiment.test ? 'test' : 'train');
+    const dataset = split === 'train' ? model.experiment.train : validationSplit(model);
+    const features = await backboneFeatures(model, dataset, options.batchSize);
     const shape: [number, number] = [features.shape[0], features.shape[1] ?? 1];
     const values = features.dataSync() as Float32Array;
     features.dispose();
     writeFileAtomic(options.out, [encodeNpy(values, shape)]);
-    if (dataset.labels.length === 0) return { features: options.out, shape };
+    if (!isInMemory(dataset) && !dataset.labelled) return { features: options.out, shape };
     const labels = labelsPathFor(options.out);
     writeFileAtomic(labels, [encodeNpy(dataset.labels, [dataset.labels.length])]);
     return { features: options.out, labels, shape };

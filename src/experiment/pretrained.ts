@@ -96,7 +96,7 @@ function exportedSource(dir: string, flag: string): PretrainedSource {
   } catch (e) {
     throw new UserError(`${flag}: ${join(dir, EXPORT_METADATA_FILE)} is not valid JSON (${(e as Error).message.split('\n')[0]})`);
   }
-  const input: TrainConfigInput = { backbone: spec.backbone, cifarStem: spec.cifarStem, norm: spec.norm, imageSize: spec.imageSize };
+  const input: TrainConfigInput = { backbone: spec.backbone, cifarStem: spec.cifarStem, norm: spec.norm, imageSize: spec.imageSize, channels: spec.inChannels };
   if (spec.source?.dataset !== undefined) input.dataset = spec.source.dataset;
   if (spec.source?.method !== undefined) input.method = spec.source.method;
   return { path: dir, kind: 'export', checkpointPath: dir, config: trainConfigFromResolved(input, `${flag}: ${dir}`), step: spec.source?.step ?? 0 };

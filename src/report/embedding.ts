@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { UMAP } from 'umap-js';
 import { trainConfigFromResolved } from '../experiment/pretrained.js';
-import { prepareExperiment } from '../experiment/train.js';
+import { prepareExperiment } from '../experiment/experiment.js';
 import { engineInfo, initEngine } from '../core/engine.js';
 import { UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';

@@ -14,7 +14,8 @@ import { accumulateBatch, applyStep, type Accumulated } from '../trainer/step.js
 import { SingleDeviceStrategy, type Strategy } from '../trainer/strategy.js';
 import { invalidValue } from '../core/errors.js';
 import type { TrainConfig } from '../experiment/config.js';
-import { checkGradCache, localBatchSize, prepareExperiment } from '../experiment/train.js';
+import { prepareExperiment } from '../experiment/experiment.js';
+import { checkGradCache, localBatchSize } from '../experiment/train.js';
 import { gradientDifference, permuteRows, perturbByOneUlp, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
 import { Rng } from '../core/random.js';
 import { writeNpy } from '../core/npy.js';

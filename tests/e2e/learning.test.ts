@@ -1,6 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { buildConfig } from '../../src/experiment/config.js';
-import { prepareExperiment, runTraining, validationSettings } from '../../src/experiment/train.js';
+import { prepareExperiment } from '../../src/experiment/experiment.js';
+import { runTraining, validationSettings } from '../../src/experiment/train.js';
 import { initEngine } from '../../src/core/engine.js';
 import { SslTask } from '../../src/methods/task.js';
 import { tempDir } from '../helpers/run.js';

@@ -45,7 +45,7 @@ describe('eval/linear', () => {
     const train = blobs(400, 4, 8, 0);
     const val = blobs(200, 4, 8, 1);
     const { model, layer } = linearModel(8, 4);
-    const before = evaluateLinear(model, featureSet(val.features, val.labels), 64);
+    const before = await evaluateLinear(model, featureSet(val.features, val.labels), 64);
     assert.ok(before.accuracy.top1 < 0.6, `untrained accuracy ${before.accuracy.top1}`);
     const seen: number[] = [];
     const history = await fitLinearEval(
@@ -85,5 +85,27 @@ describe('eval/linear', () => {
     assert.deepEqual(a, b);
     assert.notDeepEqual(a, c);
     train.features.dispose();
+  });
+
+  it('inputs read asynchronously (a promise per batch, as from disk) train and evaluate exactly as synchronous ones', async () => {
+    const train = blobs(96, 4, 8, 3);
+    const val = blobs(40, 4, 8, 4);
+    const settings = { epochs: 2, batchSize: 16, lr: 0.1, momentum: 0.9, weightDecay: 0, seed: 0, evalBatchSize: 7 };
+    const later = (set: LabelledSet): LabelledSet => ({
+      ...set,
+      inputs: (indices, epoch) => new Promise((resolve) => setTimeout(() => resolve(set.inputs(indices, epoch)), 1)),
+    });
+    const run = async (wrap: (set: LabelledSet) => LabelledSet) => {
+      const { model, layer } = linearModel(8, 4);
+      const history = await fitLinearEval(model, wrap(featureSet(train.features, train.labels)), wrap(featureSet(val.features, val.labels)), settings);
+      const weights = Array.from(layer.weight.dataSync());
+      layer.dispose();
+      return { history, weights };
+    };
+    const sync = await run((set) => set);
+    const promised = await run(later);
+    assert.deepEqual(promised, sync);
+    assert.ok(sync.history[1].val.top1 > 0.5, `top-1 ${sync.history[1].val.top1}`);
+    tf.dispose([train.features, val.features]);
   });
 });

@@ -5,11 +5,12 @@ import { container } from 'tsyringe';
 import type { Module } from '../../src/core/module.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { evalView } from '../../src/data/augment/views.js';
-import { subset } from '../../src/data/dataset.js';
+import { isInMemory, subset } from '../../src/data/dataset.js';
 import { buildConfig, type TrainConfigInput } from '../../src/experiment/config.js';
 import { backboneFeatures, prepareEvalModel } from '../../src/experiment/eval-model.js';
 import { resolvePretrained } from '../../src/experiment/pretrained.js';
-import { prepareExperiment, runTraining } from '../../src/experiment/train.js';
+import { prepareExperiment } from '../../src/experiment/experiment.js';
+import { runTraining } from '../../src/experiment/train.js';
 import type { BaseMethod } from '../../src/methods/base.js';
 import { SingleDeviceStrategy, STRATEGY } from '../../src/trainer/strategy.js';
 import { tempDir } from '../helpers/run.js';
@@ -58,8 +59,10 @@ describe('--pretrained: a new pre-training run starts from a loaded backbone', f
     await runTraining(buildConfig({ ...SMOKE, epochs: 2, runDir: source, seed: 3 }), { callbacks: [] });
     // Reference: the source run's backbone on four test images (eval mode, eval view).
     const model = await prepareEvalModel({ kind: 'pretrained', source: resolvePretrained(source, '--pretrained') }, {}, '--pretrained');
-    const test = subset(model.experiment.test, [0, 1, 2, 3]);
-    const reference = backboneFeatures(model, test, 4);
+    const testSplit = model.experiment.test;
+    assert.ok(testSplit && isInMemory(testSplit));
+    const test = subset(testSplit, [0, 1, 2, 3]);
+    const reference = await backboneFeatures(model, test, 4);
     const expected = Array.from(reference.dataSync());
     const { height: h, width: w, channels: c } = test;
     const views = Float32Array.from([0, 1, 2, 3].flatMap((i) => Array.from(evalView(test.pixels, i * h * w * c, h, w, c, model.transform))));

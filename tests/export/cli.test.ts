@@ -7,7 +7,7 @@ import { Rng } from '../../src/core/random.js';
 import { tf } from '../../src/core/tf.js';
 import { evalTransform } from '../../src/data/augment/recipes.js';
 import { buildConfig } from '../../src/experiment/config.js';
-import { prepareExperiment } from '../../src/experiment/train.js';
+import { prepareExperiment } from '../../src/experiment/experiment.js';
 import { readExportedBackbone } from '../../src/export/read.js';
 import type { ExportedSpec } from '../../src/export/spec.js';
 import { mlpHead } from '../../src/methods/heads.js';

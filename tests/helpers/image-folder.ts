@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { Rng } from '../../src/core/random.js';
-import type { ImageDataset } from '../../src/data/dataset.js';
+import { createDataset, subset, type ImageDataset } from '../../src/data/dataset.js';
 
 /**
  * Writes the first `perClass` images of each of the first `classes` classes of `ds` as
@@ -33,6 +33,20 @@ export async function writePngFolder(ds: ImageDataset, dir: string, perClass: nu
     }
   }
   return written.sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([, i]) => i);
+}
+
+/**
+ * {@link writePngFolder}, and the images written as an in-memory dataset in the folder's
+ * order with its labels (class index = rank of the sorted folder names) and class names.
+ * Named `png-copy`, so that its normalisation is computed from its pixels as a folder's is.
+ */
+export async function writePngFolderCopy(ds: ImageDataset, dir: string, perClass: number, classes = ds.numClasses): Promise<ImageDataset> {
+  const written = await writePngFolder(ds, dir, perClass, classes);
+  const folderName = (label: number) => ds.classNames[label].replace(/[^A-Za-z0-9-]/g, '_');
+  const classNames = [...new Set(written.map((i) => folderName(ds.labels[i])))].sort();
+  const copy = subset(ds, written);
+  const labels = Int32Array.from(written, (i) => classNames.indexOf(folderName(ds.labels[i])));
+  return createDataset({ ...copy, name: 'png-copy', labels, numClasses: classNames.length, classNames });
 }
 
 /** A synthetic RGB "photo" (smooth gradients and noise, seeded) of width x height, as a real JPEG file. */

@@ -13,6 +13,7 @@ export {
   augmentBatch,
   augmentView,
   augmentViewInto,
+  evalBatch,
   evalView,
   evalViewInto,
   validateEvalTransform,

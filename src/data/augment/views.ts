@@ -281,6 +281,18 @@ export function evalViewInto(
   normalizeInto(img, c, t.mean, t.std, out, outOffset);
 }
 
+/**
+ * The eval views of a batch: [B, S, S, C] whose row k is the eval view of row `rows[k]` of
+ * `source.pixels` ([rows, h, w, c]); see {@link evalViewInto}.
+ */
+export function evalBatch(source: PixelSource, t: EvalTransform, rows: ArrayLike<number>): Float32Array {
+  const { height: h, width: w, channels: c } = source;
+  const viewSize = t.cropSize * t.cropSize * c;
+  const out = new Float32Array(rows.length * viewSize);
+  for (let k = 0; k < rows.length; k++) evalViewInto(source.pixels, rows[k] * h * w * c, h, w, c, t, out, k * viewSize);
+  return out;
+}
+
 /** The eval view [cropSize, cropSize, c] of one image; see {@link evalViewInto}. */
 export function evalView(pixels: Uint8Array, offset: number, h: number, w: number, c: number, t: EvalTransform): Float32Array {
   const out = new Float32Array(t.cropSize * t.cropSize * c);

@@ -1,0 +1,116 @@
+/**
+ * What a run is built from, resolved from its config without a process group: the data (an
+ * in-memory dataset, or a streamed image folder), the method class, its arguments, recipe
+ * defaults and views.
+ */
+import { createBackbone } from '../backbones/index.js';
+import { invalidValue, UserError } from '../core/errors.js';
+import { Rng } from '../core/random.js';
+import { viewsFor } from '../data/augment/recipes.js';
+import type { ViewAugmentation } from '../data/augment/views.js';
+import type { Dataset, FolderDataset, ImageDataset } from '../data/dataset.js';
+import { loadImageFolder } from '../data/folder.js';
+import { loadDataset } from '../data/load.js';
+import type { BaseMethod, MethodArgs } from '../methods/base.js';
+import { getMethodClass, resolveMethodArgs, type MethodClass } from '../methods/registry.js';
+import type { OptimSettings } from '../methods/task.js';
+import type { TrainConfig } from './config.js';
+
+/** Everything a run is built from, resolved from a config (no process group involved). */
+export interface Experiment<D extends Dataset = Dataset> {
+  train: D;
+  /** Validation images; undefined for an unlabelled folder (no validation). */
+  test: D | undefined;
+  methodClass: MethodClass;
+  methodArgs: MethodArgs;
+  cifarStem: boolean;
+  views: ViewAugmentation[];
+  optim: Omit<OptimSettings, 'globalBatch'>;
+  /** A new method instance; the same seed gives the same weights every time. */
+  createMethod(): BaseMethod;
+}
+
+/** An experiment on an in-memory dataset (always with a test split). */
+export type InMemoryExperiment = Experiment<ImageDataset> & { test: ImageDataset };
+
+/** Default `--image-size`: synthetic images are generated at 28 px, folder images resized to 64 px. */
+const DEFAULT_IMAGE_SIZE = { synthetic: 28, folder: 64 };
+
+/** Loads an in-memory dataset (not `folder`: see {@link prepareFolderExperiment}) and resolves the method, its recipe defaults and augmentations. */
+export function prepareExperiment(config: TrainConfig): InMemoryExperiment {
+  const imageSize = config.imageSize ?? DEFAULT_IMAGE_SIZE.synthetic;
+  const dataOptions = { dataDir: config.dataDir, seed: config.seed, size: config.syntheticSize, imageSize };
+  const train = loadDataset(config.dataset, { ...dataOptions, split: 'train' });
+  const test = loadDataset(config.dataset, { ...dataOptions, split: 'test', size: Math.max(16, Math.round(config.syntheticSize / 4)) });
+  return { ...assembleExperiment(config, train, test), test };
+}
+
+/** The folder flags are refused with other datasets, and inconsistent folder flags. */
+export function checkFolderFlags(config: TrainConfig): void {
+  const folder = config.dataset === 'folder';
+  if (!folder && config.unlabelled) throw invalidValue('--unlabelled', true, 'only with --dataset folder');
+  if (!folder && config.valDir !== undefined) throw new UserError('--val-dir: only with --dataset folder');
+  if (!folder && config.channels !== undefined) throw new UserError('--channels: only with --dataset folder (the other datasets have theirs)');
+  if (folder && config.dataDir === undefined)
+    throw new UserError('--data-dir: --dataset folder needs --data-dir DIR (DIR/<class>/*.jpg, or any image folder with --unlabelled)');
+  if (config.unlabelled && config.valDir !== undefined) throw new UserError('--val-dir: not used with --unlabelled (no labels, no validation)');
+}
+
+/** The warning of a file skipped while a folder is listed or read. */
+export function warnSkippedFile(path: string, reason: string): void {
+  process.stderr.write(`ssl-train: warning: skipping ${path}: ${reason}\n`);
+}
+
+/**
+ * Lists `--data-dir` (and `--val-dir`) as streamed folder datasets and resolves the rest as
+ * {@link prepareExperiment}; `onSkip` hears of each file skipped by its name.
+ */
+export async function prepareFolderExperiment(config: TrainConfig, onSkip?: (path: string, reason: string) => void): Promise<Experiment<FolderDataset>> {
+  checkFolderFlags(config);
+  const { train, val } = await loadImageFolder({
+    dir: config.dataDir!,
+    valDir: config.valDir,
+    valFraction: config.valFraction,
+    unlabelled: config.unlabelled,
+    imageSize: config.imageSize ?? DEFAULT_IMAGE_SIZE.folder,
+    channels: config.channels,
+    seed: config.seed,
+    onSkip,
+  });
+  return assembleExperiment(config, train, val);
+}
+
+function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, test: D | undefined): Experiment<D> {
+  const methodClass = getMethodClass(config.method);
+  const methodArgs = resolveMethodArgs(config.method, config.methodArgs);
+  const defaults = methodClass.optimDefaults;
+  const cifarStem = config.cifarStem ?? Math.min(train.height, train.width) <= 64;
+  return {
+    train,
+    test,
+    methodClass,
+    methodArgs,
+    cifarStem,
+    views: viewsFor(methodClass.viewRecipe, train),
+    optim: {
+      optimizer: config.optimizer ?? defaults.optimizer,
+      lr: config.lr ?? defaults.lr,
+      classifierLr: config.classifierLr ?? defaults.classifierLr,
+      weightDecay: config.weightDecay ?? defaults.weightDecay,
+      momentum: config.momentum,
+      larsEta: config.larsEta,
+      larsClipLr: config.larsClipLr,
+      warmupEpochs: config.warmupEpochs ?? config.epochs / 10,
+      warmupStartLr: config.warmupStartLr,
+      minLr: config.minLr,
+    },
+    createMethod: () =>
+      new methodClass({
+        createBackbone: (r) => createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r, norm: config.norm }),
+        numClasses: train.numClasses,
+        rng: new Rng(config.seed),
+        args: methodArgs,
+        norm: config.norm,
+      }),
+  };
+}
