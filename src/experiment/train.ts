@@ -4,19 +4,14 @@ import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
-import { createBackbone } from '../backbones/index.js';
 import { initEngine, type EngineInfo } from '../core/engine.js';
 import { invalidValue, UserError } from '../core/errors.js';
-import { Rng } from '../core/random.js';
-import { evalTransform, viewsFor } from '../data/augment/recipes.js';
-import type { ViewAugmentation } from '../data/augment/views.js';
-import { sampleDataset, type Dataset, type FolderDataset, type ImageDataset } from '../data/dataset.js';
-import { loadImageFolder } from '../data/folder.js';
-import { loadDataset } from '../data/load.js';
+import { formatCrops } from '../data/augment/crops.js';
+import { evalTransform } from '../data/augment/recipes.js';
+import { sampleDataset } from '../data/dataset.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
-import { hasBatchNorm, type BaseMethod, type MethodArgs } from '../methods/base.js';
-import { getMethodClass, resolveMethodArgs, type MethodClass } from '../methods/registry.js';
-import { SslTask, type OptimSettings, type ValidationSettings } from '../methods/task.js';
+import { hasBatchNorm, type BaseMethod } from '../methods/base.js';
+import { SslTask, type ValidationSettings } from '../methods/task.js';
 import { CALLBACK, ProgressBar, type Callback } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
 import { LOGGER, RunDirLogger, type Logger } from '../trainer/loggers.js';
@@ -28,6 +23,9 @@ import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
 import type { TrainConfig } from './config.js';
 import { loadPretrainedBackbone, resolvePretrained } from './pretrained.js';
+import { checkFolderFlags, prepareExperiment, prepareFolderExperiment, type Experiment } from './experiment.js';
+
+export { prepareExperiment, prepareFolderExperiment, type Experiment, type InMemoryExperiment } from './experiment.js';
 
 /** A finished training run. */
 export interface TrainingRun {
@@ -141,103 +139,6 @@ function dataSource(loader: MultiViewLoader, batchSize: number): DataSource<Mult
   };
 }
 
-/** Everything a run is built from, resolved from a config (no process group involved). */
-export interface Experiment<D extends Dataset = Dataset> {
-  train: D;
-  /** Validation images; undefined for an unlabelled folder (no validation). */
-  test: D | undefined;
-  methodClass: MethodClass;
-  methodArgs: MethodArgs;
-  cifarStem: boolean;
-  views: ViewAugmentation[];
-  optim: Omit<OptimSettings, 'globalBatch'>;
-  /** A new method instance; the same seed gives the same weights every time. */
-  createMethod(): BaseMethod;
-}
-
-/** An experiment on an in-memory dataset (always with a test split). */
-export type InMemoryExperiment = Experiment<ImageDataset> & { test: ImageDataset };
-
-/** Default `--image-size`: synthetic images are generated at 28 px, folder images resized to 64 px. */
-const DEFAULT_IMAGE_SIZE = { synthetic: 28, folder: 64 };
-
-/** Loads an in-memory dataset (not `folder`: see {@link prepareFolderExperiment}) and resolves the method, its recipe defaults and augmentations. */
-export function prepareExperiment(config: TrainConfig): InMemoryExperiment {
-  const imageSize = config.imageSize ?? DEFAULT_IMAGE_SIZE.synthetic;
-  const dataOptions = { dataDir: config.dataDir, seed: config.seed, size: config.syntheticSize, imageSize };
-  const train = loadDataset(config.dataset, { ...dataOptions, split: 'train' });
-  const test = loadDataset(config.dataset, { ...dataOptions, split: 'test', size: Math.max(16, Math.round(config.syntheticSize / 4)) });
-  return { ...assembleExperiment(config, train, test), test };
-}
-
-/** The folder flags are refused with other datasets, and a method that needs labels with an unlabelled folder. */
-function checkFolderFlags(config: TrainConfig): void {
-  const folder = config.dataset === 'folder';
-  if (!folder && config.unlabelled) throw invalidValue('--unlabelled', true, 'only with --dataset folder');
-  if (!folder && config.valDir !== undefined) throw new UserError('--val-dir: only with --dataset folder');
-  if (!folder && config.channels !== undefined) throw new UserError('--channels: only with --dataset folder (the other datasets have theirs)');
-  if (folder && config.dataDir === undefined)
-    throw new UserError('--data-dir: --dataset folder needs --data-dir DIR (DIR/<class>/*.jpg, or any image folder with --unlabelled)');
-  if (config.unlabelled && config.valDir !== undefined) throw new UserError('--val-dir: not used with --unlabelled (no labels, no validation)');
-  if (config.unlabelled && getMethodClass(config.method).needsLabels) {
-    throw new UserError(`--method ${config.method} needs labels; --dataset folder --unlabelled has none`);
-  }
-}
-
-/**
- * Lists `--data-dir` (and `--val-dir`) as streamed folder datasets and resolves the rest as
- * {@link prepareExperiment}; `onSkip` hears of each file skipped by its name.
- */
-export async function prepareFolderExperiment(config: TrainConfig, onSkip?: (path: string, reason: string) => void): Promise<Experiment<FolderDataset>> {
-  checkFolderFlags(config);
-  const { train, val } = await loadImageFolder({
-    dir: config.dataDir!,
-    valDir: config.valDir,
-    valFraction: config.valFraction,
-    unlabelled: config.unlabelled,
-    imageSize: config.imageSize ?? DEFAULT_IMAGE_SIZE.folder,
-    channels: config.channels,
-    seed: config.seed,
-    onSkip,
-  });
-  return assembleExperiment(config, train, val);
-}
-
-function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, test: D | undefined): Experiment<D> {
-  const methodClass = getMethodClass(config.method);
-  const methodArgs = resolveMethodArgs(config.method, config.methodArgs);
-  const defaults = methodClass.optimDefaults;
-  const cifarStem = config.cifarStem ?? Math.min(train.height, train.width) <= 64;
-  return {
-    train,
-    test,
-    methodClass,
-    methodArgs,
-    cifarStem,
-    views: viewsFor(methodClass.viewRecipe, train),
-    optim: {
-      optimizer: config.optimizer ?? defaults.optimizer,
-      lr: config.lr ?? defaults.lr,
-      classifierLr: config.classifierLr ?? defaults.classifierLr,
-      weightDecay: config.weightDecay ?? defaults.weightDecay,
-      momentum: config.momentum,
-      larsEta: config.larsEta,
-      larsClipLr: config.larsClipLr,
-      warmupEpochs: config.warmupEpochs ?? config.epochs / 10,
-      warmupStartLr: config.warmupStartLr,
-      minLr: config.minLr,
-    },
-    createMethod: () =>
-      new methodClass({
-        createBackbone: (r) => createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r, norm: config.norm }),
-        numClasses: train.numClasses,
-        rng: new Rng(config.seed),
-        args: methodArgs,
-        norm: config.norm,
-      }),
-  };
-}
-
 /**
  * The gradient cache needs a method whose loss is split into `embed` and `embeddingLoss`,
  * and per-sample normalisation: batch norm in training mode couples the batch, so a
@@ -334,6 +235,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     cifarStem: experiment.cifarStem,
     runDir,
     methodArgs: experiment.methodArgs,
+    crops: formatCrops(experiment.crops),
     worldSize,
     globalBatch: config.batchSize,
     localBatch,
