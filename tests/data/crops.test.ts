@@ -70,7 +70,8 @@ describe('data/crops: parsing and validation', () => {
   });
 
   it('refuses bad syntax, zero crops or size, and scale ranges outside (0, 1] or reversed, naming the flag and the value', () => {
-    const syntax = 'expected comma-separated groups NxS:lo-hi (N crops of S x S px covering lo to hi of the image area; the first group are the global crops), e.g. 2x28:0.14-1,6x12:0.05-0.14';
+    const syntax =
+      'expected comma-separated groups NxS:lo-hi (N crops of S x S px covering lo to hi of the image area; the first group are the global crops), e.g. 2x28:0.14-1,6x12:0.05-0.14';
     for (const [text, group] of [
       ['2x28', '2x28'],
       ['2x28:0.2', '2x28:0.2'],
@@ -95,13 +96,19 @@ describe('data/crops: parsing and validation', () => {
     assertUserError(() => parseCrops('2x28:0.2-1.5'), /^--crops: "2x28:0\.2-1\.5" is not allowed; expected a scale range lo-hi with 0 < lo <= hi <= 1$/);
     assertUserError(() => parseCrops('2x28:0.5-0.2'), /^--crops: "2x28:0\.5-0\.2" is not allowed; expected a scale range lo-hi with 0 < lo <= hi <= 1$/);
     // the YAML list form
-    assertUserError(() => parseCrops([{ count: 2, size: 28 }]), /^--crops\[0\]: \{"count":2,"size":28\} is not allowed; expected a mapping \{count: N, size: S, scale: \[lo, hi\]\}$/);
-    assertUserError(() => parseCrops([{ count: 2, size: 28, scale: [0.2, 1], ratio: 1 }]), /^--crops\[0\]: .* is not allowed; expected a mapping/);
-    assertUserError(() => parseCrops([{ count: 2, size: 28, scale: [0.2, 1] }, 'x']), /^--crops\[1\]: "x" is not allowed; expected a mapping/);
-    assertUserError(() => parseCrops([{ count: 2.5, size: 28, scale: [0.2, 1] }]), /^--crops\[0\]: .* expected a crop count N >= 1/);
-    assertUserError(() => parseCrops([{ count: 2, size: 28, scale: [0.3, 0.2] }]), /^--crops\[0\]: .* expected a scale range lo-hi with 0 < lo <= hi <= 1$/);
+    assertUserError(
+      () => parseCrops([{ count: 2, size: 28 }]),
+      /^crops\[0\]: \{"count":2,"size":28\} is not allowed; expected a mapping \{count: N, size: S, scale: \[lo, hi\]\}$/,
+    );
+    assertUserError(() => parseCrops([{ count: 2, size: 28, scale: [0.2, 1], ratio: 1 }]), /^crops\[0\]: .* is not allowed; expected a mapping/);
+    assertUserError(() => parseCrops([{ count: 2, size: 28, scale: [0.2, 1] }, 'x']), /^crops\[1\]: "x" is not allowed; expected a mapping/);
+    assertUserError(() => parseCrops([{ count: 2.5, size: 28, scale: [0.2, 1] }]), /^crops\[0\]: .* expected a crop count N >= 1/);
+    assertUserError(() => parseCrops([{ count: 2, size: 28, scale: [0.3, 0.2] }]), /^crops\[0\]: .* expected a scale range lo-hi with 0 < lo <= hi <= 1$/);
     assertUserError(() => parseCrops([]), /^--crops: \[\] is not allowed; expected comma-separated groups/);
-    assertUserError(() => parseCrops(5), /^--crops: 5 is not allowed; expected comma-separated groups .* or a YAML list of \{count, size, scale: \[lo, hi\]\}$/);
+    assertUserError(
+      () => parseCrops(5),
+      /^--crops: 5 is not allowed; expected comma-separated groups .* or a YAML list of \{count, size, scale: \[lo, hi\]\}$/,
+    );
   });
 
   it('checks the crops against the image size and what the method takes', () => {
@@ -110,7 +117,10 @@ describe('data/crops: parsing and validation', () => {
     check('2x20:0.3-1', TWO_GLOBAL_CROPS);
     check('2x28:0.14-1,6x12:0.05-0.14', MULTI_CROP);
     check('2x28:0.14-1,4x16:0.1-0.3,4x12:0.05-0.14', MULTI_CROP);
-    assertUserError(() => check('2x32:0.2-1', TWO_GLOBAL_CROPS), /^--crops: "2x32:0\.2-1" is not allowed; expected crop sizes of at most the image size 28 px \(group 2x32:0\.2-1\)$/);
+    assertUserError(
+      () => check('2x32:0.2-1', TWO_GLOBAL_CROPS),
+      /^--crops: "2x32:0\.2-1" is not allowed; expected crop sizes of at most the image size 28 px \(group 2x32:0\.2-1\)$/,
+    );
     assertUserError(() => check('2x28:0.14-1,6x29:0.05-0.14', MULTI_CROP), /expected crop sizes of at most the image size 28 px \(group 6x29:0\.05-0\.14\)$/);
     assertUserError(
       () => check('3x28:0.2-1', TWO_GLOBAL_CROPS),
@@ -193,7 +203,10 @@ describe('data/crops: views', () => {
     );
     const recipe = viewsFor('simclr', gray28);
     assert.equal(formatCrops(defaultCrops(MULTI_CROP, recipe)), '2x28:0.2-1,6x12:0.05-0.14');
-    assert.equal(formatCrops(defaultCrops({ ...MULTI_CROP, defaultLocalCrops: 4, localScale: [0.05, 0.4] }, viewsFor('simclr', rgb32))), '2x32:0.08-1,4x14:0.05-0.4');
+    assert.equal(
+      formatCrops(defaultCrops({ ...MULTI_CROP, defaultLocalCrops: 4, localScale: [0.05, 0.4] }, viewsFor('simclr', rgb32))),
+      '2x32:0.08-1,4x14:0.05-0.4',
+    );
     const { views } = resolveCrops(undefined, MULTI_CROP, 'm', recipe, 28);
     assert.deepEqual(
       views.map((v) => v.cropSize),

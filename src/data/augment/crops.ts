@@ -91,14 +91,15 @@ function groupFromObject(field: string, entry: unknown): CropGroup {
 /**
  * The crop groups of a `--crops` value: the text `NxS:lo-hi,...` or (from a YAML config) a
  * list of `{count, size, scale: [lo, hi]}`. Bad syntax, a zero count or size, or a scale
- * range outside (0, 1] or reversed is a `UserError` naming `field` and the value.
+ * range outside (0, 1] or reversed is a `UserError` naming `field` (`crops[i]` for an entry
+ * of a list) and the value.
  */
 export function parseCrops(value: unknown, field = '--crops'): CropGroup[] {
   if (typeof value === 'string') {
     if (value.trim() === '') throw new UserError(`${field}: "" is not allowed; expected ${SYNTAX}`);
     return value.split(',').map((part) => parseGroup(field, part));
   }
-  if (Array.isArray(value) && value.length > 0) return value.map((entry, i) => groupFromObject(`${field}[${i}]`, entry));
+  if (Array.isArray(value) && value.length > 0) return value.map((entry, i) => groupFromObject(`${field.replace(/^--/, '')}[${i}]`, entry));
   throw new UserError(`${field}: ${JSON.stringify(value)} is not allowed; expected ${SYNTAX}, or a YAML list of {count, size, scale: [lo, hi]}`);
 }
 
