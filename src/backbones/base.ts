@@ -9,6 +9,11 @@ import type { Rng } from '../core/random.js';
 export abstract class Backbone extends Layer {
   /** Size of the feature vector of one image. */
   abstract readonly featureDim: number;
+  /**
+   * The one input side it takes (S for `[B, S, S, C]`), or undefined when it takes any size
+   * (convolutions and global average pooling: crops smaller than the image, multi-crop).
+   */
+  readonly inputSize: number | undefined = undefined;
 }
 
 /** What every backbone factory receives. */

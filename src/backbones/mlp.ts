@@ -15,6 +15,8 @@ export const DEFAULT_MLP_HIDDEN: readonly number[] = [256, 256];
 export class MlpBackbone extends Backbone {
   readonly featureDim: number;
   readonly hidden: readonly number[];
+  /** The image side: the first layer takes `imageSize² · inChannels` features, so no other size. */
+  override readonly inputSize: number;
 
   constructor(options: BackboneOptions) {
     super();
@@ -23,6 +25,7 @@ export class MlpBackbone extends Backbone {
       throw invalidValue('mlpHidden', hidden, 'a non-empty list of positive integers');
     }
     this.hidden = [...hidden];
+    this.inputSize = options.imageSize;
     let inFeatures = options.imageSize * options.imageSize * options.inChannels;
     hidden.forEach((width, i) => {
       this.addModule(`fc${i + 1}`, new Linear(inFeatures, width, { rng: options.rng }));
@@ -32,8 +35,13 @@ export class MlpBackbone extends Backbone {
     this.featureDim = inFeatures;
   }
 
-  /** `[B, H, W, C] -> [B, featureDim]`. */
+  /** `[B, H, W, C] -> [B, featureDim]`, H = W = {@link inputSize}. */
   forward(x: Tensor): Tensor {
+    if (x.shape[1] !== this.inputSize || x.shape[2] !== this.inputSize) {
+      throw new Error(
+        `mlp backbone: input [${x.shape.join(', ')}] is not allowed; it takes ${this.inputSize} x ${this.inputSize} images only (it flattens them)`,
+      );
+    }
     return tf.tidy(() =>
       this.hidden.reduce(
         (h, _, i) => {

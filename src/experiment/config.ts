@@ -102,6 +102,13 @@ export class TrainConfig {
   @IsInt()
   @Min(0)
   trainSamples = 0;
+  /** A string as a flag; in YAML the same string or a list of `{count, size, scale: [lo, hi]}` (see src/data/augment/crops.ts). */
+  @Flag(
+    '<NxS:lo-hi,...>',
+    "crop groups: N crops of S x S px covering lo to hi of the image area, the first group global, the others local (multi-crop methods), e.g. 2x28:0.14-1,6x12:0.05-0.14 (default: the method's; 2 global crops of the image size and the recipe's scale)",
+  )
+  @IsOptional()
+  crops?: string | Array<Record<string, unknown>>;
   @Flag('<n>', 'training epochs') @IsInt() @Min(1) epochs = 10;
   @Flag('<n>', 'stop after this many optimizer steps (smoke runs)') @IsOptional() @IsInt() @Min(1) maxSteps?: number;
   /** Each of W ranks gets batchSize / W. */

@@ -1,11 +1,12 @@
 /**
  * What a run is built from, resolved from its config without a process group: the data (an
- * in-memory dataset, or a streamed image folder), the method class, its arguments, recipe
- * defaults and views.
+ * in-memory dataset, or a streamed image folder), the method class with its arguments and
+ * optimizer recipe, the crops and their views, and a factory for the method.
  */
-import { createBackbone } from '../backbones/index.js';
+import { createBackbone, type Backbone } from '../backbones/index.js';
 import { invalidValue, UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';
+import { formatCrops, resolveCrops, type CropGroup } from '../data/augment/crops.js';
 import { viewsFor } from '../data/augment/recipes.js';
 import type { ViewAugmentation } from '../data/augment/views.js';
 import type { Dataset, FolderDataset, ImageDataset } from '../data/dataset.js';
@@ -24,6 +25,8 @@ export interface Experiment<D extends Dataset = Dataset> {
   methodClass: MethodClass;
   methodArgs: MethodArgs;
   cifarStem: boolean;
+  /** The crop groups of {@link views}: `--crops`, or the method's default. */
+  crops: CropGroup[];
   views: ViewAugmentation[];
   optim: Omit<OptimSettings, 'globalBatch'>;
   /** A new method instance; the same seed gives the same weights every time. */
@@ -84,14 +87,17 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
   const methodClass = getMethodClass(config.method);
   const methodArgs = resolveMethodArgs(config.method, config.methodArgs);
   const defaults = methodClass.optimDefaults;
-  const cifarStem = config.cifarStem ?? Math.min(train.height, train.width) <= 64;
+  const imageSize = Math.min(train.height, train.width);
+  const cifarStem = config.cifarStem ?? imageSize <= 64;
+  const { crops, views } = resolveCrops(config.crops, methodClass.crops, config.method, viewsFor(methodClass.viewRecipe, train), imageSize);
   return {
     train,
     test,
     methodClass,
     methodArgs,
     cifarStem,
-    views: viewsFor(methodClass.viewRecipe, train),
+    crops,
+    views,
     optim: {
       optimizer: config.optimizer ?? defaults.optimizer,
       lr: config.lr ?? defaults.lr,
@@ -106,11 +112,29 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
     },
     createMethod: () =>
       new methodClass({
-        createBackbone: (r) => createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r, norm: config.norm }),
+        createBackbone: (r) =>
+          checkCropSizes(
+            createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r, norm: config.norm }),
+            crops,
+            config.backbone,
+          ),
         numClasses: train.numClasses,
         rng: new Rng(config.seed),
         args: methodArgs,
         norm: config.norm,
       }),
   };
+}
+
+/** `backbone`, unless it takes one input size and some crops differ from it (the `mlp`): then a user error. */
+function checkCropSizes(backbone: Backbone, crops: CropGroup[], name: string): Backbone {
+  const size = backbone.inputSize;
+  if (size !== undefined && crops.some((g) => g.size !== size)) {
+    throw invalidValue(
+      '--crops',
+      formatCrops(crops),
+      `crops of ${size} px only with --backbone ${name}, which takes ${size} x ${size} images (tiny_resnet, resnet18 and resnet50 pool globally: any crop size)`,
+    );
+  }
+  return backbone;
 }

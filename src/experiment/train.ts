@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { initEngine, type EngineInfo } from '../core/engine.js';
 import { invalidValue, UserError } from '../core/errors.js';
+import { formatCrops } from '../data/augment/crops.js';
 import { evalTransform } from '../data/augment/recipes.js';
 import { sampleDataset } from '../data/dataset.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
@@ -240,6 +241,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     cifarStem: experiment.cifarStem,
     runDir,
     methodArgs: experiment.methodArgs,
+    crops: formatCrops(experiment.crops),
     worldSize,
     globalBatch: config.batchSize,
     localBatch,

@@ -5,8 +5,10 @@ import { tf, type Scalar, type Tensor } from '../core/tf.js';
 import { BatchNorm, Linear, type NormKind } from '../core/layers.js';
 import type { Backbone } from '../backbones/index.js';
 import { jobWorldSize, withProcessGroup, type ProcessGroup } from '../core/process-group.js';
+import { TWO_GLOBAL_CROPS, type CropPolicy } from '../data/augment/crops.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
 import { defineArgs, type ArgSpecs } from './args.js';
+import { forwardCrops } from './forward-crops.js';
 import { FeatureQueue } from './queue.js';
 export { headNorm } from './heads.js';
 
@@ -106,6 +108,12 @@ export abstract class BaseMethod extends Module {
   static readonly paper: string = '';
   /** Whether the objective itself uses the labels (supervised methods such as SupCon); such methods refuse unlabelled data. */
   static readonly needsLabels: boolean = false;
+  /**
+   * The crops the method takes (`--crops`): by default exactly two global crops and no local
+   * ones. A multi-crop method (SwAV, DINO) sets `multiCrop` (its views are then forwarded per
+   * crop size, see {@link viewFeatures}) and may set default local crops.
+   */
+  static readonly crops: CropPolicy = TWO_GLOBAL_CROPS;
 
   readonly backbone: Backbone;
   readonly classifier: Linear;
@@ -139,6 +147,20 @@ export abstract class BaseMethod extends Module {
   /** Backbone features of images: `[B, H, W, C] -> [B, F]`. */
   features(images: Tensor): Tensor {
     return this.backbone.forward(images);
+  }
+
+  /** The class's {@link BaseMethod.crops}. */
+  get cropPolicy(): CropPolicy {
+    return (this.constructor as typeof BaseMethod).crops;
+  }
+
+  /**
+   * Backbone features of a batch's views (`[B, S_v, S_v, C] -> [B, F]` each, global crops
+   * first): one backbone pass per view, or for a multi-crop method one per crop size
+   * ({@link forwardCrops}: batch norm then normalises over all crops of a size).
+   */
+  viewFeatures(views: Tensor[]): Tensor[] {
+    return this.cropPolicy.multiCrop ? forwardCrops(views, (x) => this.features(x)) : views.map((v) => this.features(v));
   }
 
   /**
@@ -185,13 +207,14 @@ export abstract class BaseMethod extends Module {
   }
 
   /**
-   * The online classifier's terms on detached `features` (one `[B, F]` per view) against
-   * `labels` `[B]` (repeated per view): its cross-entropy `class_loss` (mean over the rows)
-   * and top-1/top-5 accuracy `acc1`, `acc5`.
+   * The online classifier's terms on detached `features` (one `[B, F]` per view; only the
+   * global crops are used, as solo-learn does) against `labels` `[B]` (repeated per global
+   * crop): its cross-entropy `class_loss` (mean over the rows) and top-1/top-5 accuracy `acc1`, `acc5`.
    */
   classifierTerms(features: Tensor[], labels: Tensor): { class_loss: Scalar; acc1: Scalar; acc5: Scalar } {
-    const logits = this.classifier.forward(detach(tf.concat(features, 0)));
-    const repeated = tf.tile(labels, [features.length]);
+    const global = features.slice(0, this.cropPolicy.globalCrops);
+    const logits = this.classifier.forward(detach(tf.concat(global, 0)));
+    const repeated = tf.tile(labels, [global.length]);
     const { top1, top5 } = accuracy(logits, repeated);
     return { class_loss: crossEntropy(logits, repeated), acc1: top1, acc5: top5 };
   }
@@ -203,11 +226,11 @@ export abstract class BaseMethod extends Module {
 
   /**
    * One training step's loss: the method's loss plus the online classifier's
-   * cross-entropy on detached features of every view. `labels` is `[B]` int32.
+   * cross-entropy on detached features of the global crops (every view of a two-view method). `labels` is `[B]` int32.
    * Returned metrics are kept (`tf.keep`) so they outlive the gradient tape's scope.
    */
   trainingStep(views: Tensor[], labels: Tensor): StepOutput {
-    const features = views.map((v) => this.features(v));
+    const features = this.viewFeatures(views);
     const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views, labels));
     const classifier = this.classifierTerms(features, labels);
     const total = tf.add(sslLoss, classifier.class_loss) as Scalar;

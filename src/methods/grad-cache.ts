@@ -46,7 +46,7 @@ export function gradCacheGradients(method: BaseMethod, views: Tensor[], labels: 
   const lastRange = ranges[ranges.length - 1];
   const embedChunk = ([start, size]: [number, number]) => {
     const chunkViews = views.map((v) => tf.slice(v, start, size));
-    const features = chunkViews.map((v) => method.features(v));
+    const features = method.viewFeatures(chunkViews);
     return { features, embeddings: method.embed(features, chunkViews) };
   };
 

@@ -1,6 +1,7 @@
 export * from './args.js';
 export * from './base.js';
 export { mlpHead, type MlpHeadOptions } from './heads.js';
+export { forwardCrops } from './forward-crops.js';
 export * from './queue.js';
 export * from './momentum.js';
 export * from './simclr.js';

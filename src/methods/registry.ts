@@ -1,4 +1,5 @@
 import { invalidValue } from '../core/errors.js';
+import type { CropPolicy } from '../data/augment/crops.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
 import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
@@ -25,6 +26,7 @@ export interface MethodClass {
   readonly viewRecipe: ViewRecipe;
   readonly paper: string;
   readonly needsLabels: boolean;
+  readonly crops: CropPolicy;
 }
 
 const registry = new Map<string, MethodClass>();
@@ -68,7 +70,7 @@ export function resolveMethodArgs(name: string, overrides: MethodArgs): MethodAr
 /**
  * The registered methods (all, or those named) as text: per method a `name (ClassName)`
  * line, its paper, its default recipe (optimizer, lr and weight decay per 256 samples,
- * augmentation), whether it needs labels, then one line per hyperparameter with its kind,
+ * augmentation, crops), whether it needs labels, then one line per hyperparameter with its kind,
  * default, allowed range and description. Unknown names are user errors.
  */
 export function describeMethods(names: readonly string[] = methodNames()): string {
@@ -79,12 +81,18 @@ export function describeMethods(names: readonly string[] = methodNames()): strin
       return [
         `${name} (${cls.name})`,
         `  paper:  ${cls.paper || '(not given)'}`,
-        `  recipe: ${o.optimizer}, lr ${o.lr}, classifier lr ${o.classifierLr}, weight decay ${o.weightDecay}; views '${cls.viewRecipe}'`,
+        `  recipe: ${o.optimizer}, lr ${o.lr}, classifier lr ${o.classifierLr}, weight decay ${o.weightDecay}; views '${cls.viewRecipe}'; ${describeCrops(cls.crops)}`,
         `  labels: ${cls.needsLabels ? 'needed (the objective is supervised)' : 'not used by the objective (only by the online classifier and kNN)'}`,
         ...formatArgs(cls.args),
       ].join('\n');
     })
     .join('\n\n');
+}
+
+/** `2 global crops` or `2 global crops + local crops (default 6)`, for {@link describeMethods}. */
+function describeCrops(policy: CropPolicy): string {
+  const global = `${policy.globalCrops} global crops`;
+  return policy.multiCrop ? `${global} + local crops (default ${policy.defaultLocalCrops ?? 0})` : global;
 }
 
 /** The methods ssl-zoo ships, by name (registered below; user subclasses come on top). */

@@ -110,6 +110,32 @@ describe('backbones', () => {
     });
   });
 
+  describe('crops smaller than the image (multi-crop)', () => {
+    it('tiny_resnet and resnet18 (both stems) built for 28 px take 12 px crops: global average pooling, any size', () => {
+      for (const [name, options] of [
+        ['tiny_resnet', {}],
+        ['resnet18', { cifarStem: true }],
+        ['resnet18', { cifarStem: false }],
+      ] as const) {
+        const net = build(name, { inChannels: 1, imageSize: 28, ...options });
+        assert.equal(net.inputSize, undefined, `${name} takes any input size`);
+        assert.deepEqual(forwardShape(net, 2, 12, 1), [2, net.featureDim], name);
+        assert.deepEqual(forwardShape(net, 2, 28, 1), [2, net.featureDim], name);
+        net.dispose();
+      }
+    });
+
+    it('mlp takes its image size only and refuses other sizes with a clear error', () => {
+      const net = build('mlp', { inChannels: 1, imageSize: 28 });
+      assert.equal(net.inputSize, 28);
+      assert.deepEqual(forwardShape(net, 2, 28, 1), [2, 256]);
+      const x = randn([2, 12, 12, 1], 1);
+      assert.throws(() => net.forward(x), /^Error: mlp backbone: input \[2, 12, 12, 1\] is not allowed; it takes 28 x 28 images only/);
+      tf.dispose(x);
+      net.dispose();
+    });
+  });
+
   describe('mlp', () => {
     it('flattens and applies Linear + BatchNorm + ReLU layers (default [256, 256])', () => {
       const net = build('mlp', { inChannels: 1, imageSize: 8 });

@@ -11,6 +11,8 @@ const unknownKey = join(dir, 'unknown.yaml');
 writeFileSync(unknownKey, 'method: simclr\nlearning_rate: 0.1\n');
 const badMethodArgs = join(dir, 'bad-method-args.yaml');
 writeFileSync(badMethodArgs, 'method: barlow_twins\nmethod_args:\n  scale_loss: 0\n');
+const badCropsList = join(dir, 'bad-crops.yaml');
+writeFileSync(badCropsList, 'method: simclr\ncrops:\n  - {count: 2, size: 16, scale: [0.5, 0.2]}\n');
 const notCheckpoint = join(dir, 'fake.ckpt');
 writeFileSync(notCheckpoint, 'not a checkpoint');
 
@@ -75,6 +77,34 @@ const CASES: Array<[string, string[], RegExp]> = [
   ],
   ['several nodes without a rendezvous', ['--devices', '2', '--num-nodes', '2'], /--rendezvous: required with --num-nodes > 1/],
   ['unknown strategy', ['--strategy', 'fsdp'], /--strategy: "fsdp" is not allowed; expected one of auto, single, ddp/],
+  [
+    '--crops with bad syntax',
+    ['--crops', '2x16'],
+    /--crops: "2x16" is not allowed; expected comma-separated groups NxS:lo-hi .*, e\.g\. 2x28:0\.14-1,6x12:0\.05-0\.14$/,
+  ],
+  ['--crops larger than the image', ['--crops', '2x20:0.2-1'], /--crops: "2x20:0\.2-1" is not allowed; expected crop sizes of at most the image size 16 px/],
+  [
+    '--crops scale outside (0, 1]',
+    ['--crops', '2x16:0.2-1.5'],
+    /--crops: "2x16:0\.2-1\.5" is not allowed; expected a scale range lo-hi with 0 < lo <= hi <= 1/,
+  ],
+  ['--crops with zero crops in a group', ['--crops', '2x16:0.2-1,0x8:0.05-0.14'], /--crops: "0x8:0\.05-0\.14" is not allowed; expected a crop count N >= 1/],
+  [
+    '--crops with local crops for a two-view method',
+    ['--crops', '2x16:0.14-1,6x7:0.05-0.14'],
+    /--crops: "2x16:0\.14-1,6x7:0\.05-0\.14" is not allowed; expected one group of 2 global crops for method 'simclr', .*takes no local crops/,
+  ],
+  [
+    '--crops with 3 global crops for a two-view method',
+    ['--method', 'byol', '--crops', '3x16:0.2-1'],
+    /expected exactly 2 global crops \(the first group\) for method 'byol'/,
+  ],
+  [
+    '--crops of another size with the mlp backbone',
+    ['--crops', '2x12:0.2-1'],
+    /--crops: "2x12:0\.2-1" is not allowed; expected crops of 16 px only with --backbone mlp/,
+  ],
+  ['a reversed scale in a YAML crops list', ['--config', badCropsList], /crops\[0\]: .* is not allowed; expected a scale range lo-hi with 0 < lo <= hi <= 1/],
 ];
 
 describe('ssl-train rejects bad input with one line and exit code 2', function () {

@@ -13,7 +13,7 @@ function assertListed(text: string, method: string, args: ArgSpecs): void {
   const start = lines.findIndex((l) => l.startsWith(`${method} (`));
   assert.ok(start >= 0, `${method} listed in:\n${text}`);
   assert.match(lines[start + 1], /^ {2}paper: {2}\S/);
-  assert.match(lines[start + 2], /^ {2}recipe: (sgd|lars|adamw), lr \S+, classifier lr \S+, weight decay \S+; views '\w+'$/);
+  assert.match(lines[start + 2], /^ {2}recipe: (sgd|lars|adamw), lr \S+, classifier lr \S+, weight decay \S+; views '\w+'; 2 global crops$/);
   assert.match(lines[start + 3], /^ {2}labels: (needed|not used)/);
   const header = start + 4;
   assert.match(lines[header], /^\s+name\s+kind\s+default\s+range\s+description$/);

@@ -5,7 +5,8 @@
  *   resampling, flip, blur; colour adjustments, grayscale, solarization, normalisation);
  * - `views.ts`: the view configurations, their validation, and the pipeline that turns an
  *   image into a keyed random training view or the deterministic eval view;
- * - `recipes.ts`: solo-learn's per-method view recipes and the eval transform.
+ * - `recipes.ts`: solo-learn's per-method view recipes and the eval transform;
+ * - `crops.ts`: multi-crop groups (`--crops`), the methods' crop policies, and their views.
  */
 export { adjustBrightness, adjustContrast, adjustHue, adjustSaturation, solarize, toGrayscale } from './color.js';
 export { gaussianBlur, hflip, randomResizedCropBox, resizeBilinear, type CropBox } from './spatial.js';
@@ -34,3 +35,16 @@ export {
   type PresetOptions,
   type ViewRecipe,
 } from './recipes.js';
+export {
+  cropViews,
+  DEFAULT_LOCAL_SCALE,
+  defaultCrops,
+  formatCrops,
+  localCropSize,
+  parseCrops,
+  resolveCrops,
+  TWO_GLOBAL_CROPS,
+  validateCrops,
+  type CropGroup,
+  type CropPolicy,
+} from './crops.js';
