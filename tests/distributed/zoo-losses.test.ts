@@ -20,12 +20,13 @@ import { loadGlooAddon } from '../../src/distributed/gloo.js';
 import { checkRanks as check, loadZooCase, ZOO_LOSSES, zooFixturePath, type ZooLoss, type ZooRankResult } from '../losses/zoo-cases.js';
 import { expectAllOk, freshDir, runRanks } from './helpers.js';
 import { WRONG_VARIANT_OF, ZOO_WRONG_VARIANTS } from './workers/zoo-loss-problems.js';
-import type { ZooCollectiveCounts, ZooLossesWorkerResult } from './workers/zoo-losses.js';
+import type { CollectiveCounts } from './workers/counting.js';
+import type { ZooLossesWorkerResult } from './workers/zoo-losses.js';
 
 const TOL = 1e-5;
 
 /** Collectives per rank and loss, forward and backward together, as the doc comments state. */
-const EXPECTED_COLLECTIVES: Record<ZooLoss, Pick<ZooCollectiveCounts, 'allGather' | 'reduceScatter'>> = {
+const EXPECTED_COLLECTIVES: Record<ZooLoss, Pick<CollectiveCounts, 'allGather' | 'reduceScatter'>> = {
   moco: { allGather: 0, reduceScatter: 0 },
   mocov3: { allGather: 1, reduceScatter: 0 },
   simsiam: { allGather: 0, reduceScatter: 0 },
@@ -81,7 +82,7 @@ describe('distributed/zoo-losses: every zoo loss with W real processes equals th
           const values = results.map((r) => r.value);
           assert.equal(new Set(values).size, W, `${loss}: different data per rank should give different losses: ${values}`);
           for (const res of results) {
-            const { allGather, reduceScatter, allReduce, broadcast } = (res as ZooRankResult & { collectives: ZooCollectiveCounts }).collectives;
+            const { allGather, reduceScatter, allReduce, broadcast } = (res as ZooRankResult & { collectives: CollectiveCounts }).collectives;
             assert.deepEqual({ allGather, reduceScatter }, EXPECTED_COLLECTIVES[loss], `${loss}: collectives`);
             assert.equal(allReduce + broadcast, 0);
           }
