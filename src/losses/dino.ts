@@ -50,9 +50,12 @@ export const DINO_CENTRE_MOMENTUM = 0.9;
  * so every rank holds the one-process centre.
  */
 export function dinoLoss(student: tf.Tensor2D[], teacher: tf.Tensor2D[], centre: tf.Tensor1D, options: DinoOptions, group?: ProcessGroup): DinoResult {
-  if (!Array.isArray(student) || student.length < 2) throw new Error(`dinoLoss: needs the student outputs of at least 2 crops, got ${Array.isArray(student) ? student.length : typeof student}`);
+  if (!Array.isArray(student) || student.length < 2)
+    throw new Error(`dinoLoss: needs the student outputs of at least 2 crops, got ${Array.isArray(student) ? student.length : typeof student}`);
   if (!Array.isArray(teacher) || teacher.length < 1 || teacher.length > student.length) {
-    throw new Error(`dinoLoss: needs 1 to ${student.length} teacher outputs (one per global crop), got ${Array.isArray(teacher) ? teacher.length : typeof teacher}`);
+    throw new Error(
+      `dinoLoss: needs 1 to ${student.length} teacher outputs (one per global crop), got ${Array.isArray(teacher) ? teacher.length : typeof teacher}`,
+    );
   }
   student.forEach((s, v) => checkPair('dinoLoss', ['student[0]', `student[${v}]`], student[0]!, s));
   teacher.forEach((t, g) => checkPair('dinoLoss', ['student[0]', `teacher[${g}]`], student[0]!, t));

@@ -63,7 +63,9 @@ export function maeLoss(images: tf.Tensor4D, predictions: tf.Tensor3D, mask: tf.
   const b = images.shape[0];
   const targetShape = tf.tidy(() => patchify(images, patchSize).shape); // validates images and patchSize
   if (predictions.rank !== 3 || predictions.dtype !== 'float32' || predictions.shape.some((n, i) => n !== targetShape[i])) {
-    throw new Error(`maeLoss: predictions must be float32 [${targetShape.join(', ')}] (B, patches, P·P·C), got ${predictions.dtype} [${predictions.shape.join(', ')}]`);
+    throw new Error(
+      `maeLoss: predictions must be float32 [${targetShape.join(', ')}] (B, patches, P·P·C), got ${predictions.dtype} [${predictions.shape.join(', ')}]`,
+    );
   }
   if (mask.rank !== 2 || mask.shape[0] !== b || mask.shape[1] !== targetShape[1]) {
     throw new Error(`maeLoss: mask must be [${b}, ${targetShape[1]}] (B, patches), got [${mask.shape.join(', ')}]`);

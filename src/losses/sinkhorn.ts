@@ -75,7 +75,9 @@ export function sinkhornKnopp(scores: tf.Tensor2D, options: SinkhornOptions = SI
   }
   // Checked after the loop, so that no rank leaves the others waiting in a collective.
   if (!q.every(Number.isFinite)) {
-    throw new Error(`sinkhornKnopp: a row's scores all vanished under exp((score − max) / ε) with ε = ${epsilon}, or a score is not finite; use a larger epsilon`);
+    throw new Error(
+      `sinkhornKnopp: a row's scores all vanished under exp((score − max) / ε) with ε = ${epsilon}, or a score is not finite; use a larger epsilon`,
+    );
   }
   const inputs = queueScores ? [scores, queueScores] : [scores];
   return constantFrom(inputs, Float32Array.from(q.subarray(0, localRows * k)), [localRows, k]) as tf.Tensor2D;

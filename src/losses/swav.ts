@@ -27,9 +27,12 @@ export interface SwavOptions {
  * convention: src/distributed/collectives.ts).
  */
 export function swavLoss(preds: tf.Tensor2D[], assignments: tf.Tensor2D[], options: SwavOptions, group?: ProcessGroup): Scalar {
-  if (!Array.isArray(preds) || preds.length < 2) throw new Error(`swavLoss: needs the predictions of at least 2 crops, got ${Array.isArray(preds) ? preds.length : typeof preds}`);
+  if (!Array.isArray(preds) || preds.length < 2)
+    throw new Error(`swavLoss: needs the predictions of at least 2 crops, got ${Array.isArray(preds) ? preds.length : typeof preds}`);
   if (!Array.isArray(assignments) || assignments.length < 1 || assignments.length > preds.length) {
-    throw new Error(`swavLoss: needs 1 to ${preds.length} assignments (one per global crop), got ${Array.isArray(assignments) ? assignments.length : typeof assignments}`);
+    throw new Error(
+      `swavLoss: needs 1 to ${preds.length} assignments (one per global crop), got ${Array.isArray(assignments) ? assignments.length : typeof assignments}`,
+    );
   }
   preds.forEach((p, v) => checkPair('swavLoss', ['preds[0]', `preds[${v}]`], preds[0]!, p));
   assignments.forEach((a, g) => checkPair('swavLoss', ['preds[0]', `assignments[${g}]`], preds[0]!, a));

@@ -190,7 +190,10 @@ describe('core/linalg: Cholesky factor and lower-triangular solve', () => {
       assert.throws(() => cholesky(tf.tensor2d([1, 2, 2, 1], [2, 2])), /not positive definite \(pivot 1 of 2 is -3\)/);
       assert.throws(() => cholesky(tf.tensor2d([NaN, 0, 0, 1], [2, 2])), /not positive definite \(pivot 0 of 2 is NaN\)/);
       assert.throws(() => solveLowerTriangular(tf.tensor2d([1, 0, 1, 0], [2, 2]), tf.ones([2, 1]) as tf.Tensor2D), /diagonal entry 1 of L is 0/);
-      assert.throws(() => solveLowerTriangular(tf.eye(2) as tf.Tensor2D, tf.ones([3, 1]) as tf.Tensor2D), /B must be float32 \[2, M\] for L \[2, 2\], got float32 \[3, 1\]/);
+      assert.throws(
+        () => solveLowerTriangular(tf.eye(2) as tf.Tensor2D, tf.ones([3, 1]) as tf.Tensor2D),
+        /B must be float32 \[2, M\] for L \[2, 2\], got float32 \[3, 1\]/,
+      );
       assert.throws(() => solveLowerTriangular(tf.ones([2, 3, 3]) as tf.Tensor3D, tf.ones([1, 3, 1]) as tf.Tensor3D), /B must be float32 \[2, 3, M\]/);
     });
   });

@@ -81,17 +81,38 @@ export const callZoo2Loss: ZooLossFn<Zoo2Case> = (c, x, group) => {
       return { loss, outputs };
     }
     case 'mae':
-      return maeLoss(x.images as tf.Tensor4D, x.predictions as tf.Tensor3D, x.mask as T2, { patchSize: hyper(c, 'patchSize'), normPixLoss: hyper(c, 'normPixLoss') === 1 }, group);
+      return maeLoss(
+        x.images as tf.Tensor4D,
+        x.predictions as tf.Tensor3D,
+        x.mask as T2,
+        { patchSize: hyper(c, 'patchSize'), normPixLoss: hyper(c, 'normPixLoss') === 1 },
+        group,
+      );
     case 'wmse':
-      return wmseLoss(numbered(x, 'view'), { whiteningSize: hyper(c, 'whiteningSize'), eps: hyper(c, 'eps'), permutations: rowsOfInts(x.permutations!) }, group);
+      return wmseLoss(
+        numbered(x, 'view'),
+        { whiteningSize: hyper(c, 'whiteningSize'), eps: hyper(c, 'eps'), permutations: rowsOfInts(x.permutations!) },
+        group,
+      );
     case 'vibcreg':
-      return vibcregLoss(x.z1 as T2, x.z2 as T2, { simWeight: hyper(c, 'simWeight'), varWeight: hyper(c, 'varWeight'), covWeight: hyper(c, 'covWeight') }, group);
+      return vibcregLoss(
+        x.z1 as T2,
+        x.z2 as T2,
+        { simWeight: hyper(c, 'simWeight'), varWeight: hyper(c, 'varWeight'), covWeight: hyper(c, 'covWeight') },
+        group,
+      );
     case 'all4one':
       return all4oneFeatureLoss(x.momentumZ1 as T2, x.momentumZ2 as T2, x.z1 as T2, x.z2 as T2, group);
   }
 };
 
 /** Evaluates `fn` (default: the file's loss) on rank `rank`'s inputs: value, input gradients and outputs. */
-export function evaluateZoo2Case(c: Zoo2Case, rank: number, worldSize: number, group: ProcessGroup | undefined, fn: ZooLossFn<Zoo2Case> = callZoo2Loss): ZooRankResult {
+export function evaluateZoo2Case(
+  c: Zoo2Case,
+  rank: number,
+  worldSize: number,
+  group: ProcessGroup | undefined,
+  fn: ZooLossFn<Zoo2Case> = callZoo2Loss,
+): ZooRankResult {
   return evaluateCase(c, rank, worldSize, group, fn);
 }

@@ -72,7 +72,9 @@ describe('losses/maeLoss', () => {
       // Any prediction on an unmasked patch: same loss, zero gradient there.
       const other = tf.where(tf.cast(tf.expandDims(mask, 2), 'bool'), pred, tf.fill(pred.shape, 9)) as tf.Tensor3D;
       assert.equal(maeLoss(img, other, mask, { patchSize: 2, normPixLoss: false }).dataSync()[0], v);
-      const g = tf.grad((x: Tensor) => maeLoss(img, x as tf.Tensor3D, mask, { patchSize: 2 }))(pred).arraySync() as number[][][];
+      const g = tf
+        .grad((x: Tensor) => maeLoss(img, x as tf.Tensor3D, mask, { patchSize: 2 }))(pred)
+        .arraySync() as number[][][];
       for (let i = 0; i < 3; i++) for (let l = 0; l < 4; l++) if (!m[i]![l]) assert.ok(g[i]![l]!.every((x) => x === 0));
     });
   });
@@ -210,7 +212,10 @@ describe('losses/whitenSubBatches and wmseLoss (W-MSE)', () => {
       assert.throws(() => wmseLoss([views[0]!], { whiteningSize: 6, permutations: perm }), /at least 2 views/);
       // A constant view: its covariance is 0.
       const constant = tf.fill([12, 4], 0.5) as T2;
-      assert.throws(() => wmseLoss([constant, views[1]!], { whiteningSize: 6, permutations: perm }), /cholesky: the matrix is not positive definite \(pivot 0 of 4 is 0\)/);
+      assert.throws(
+        () => wmseLoss([constant, views[1]!], { whiteningSize: 6, permutations: perm }),
+        /cholesky: the matrix is not positive definite \(pivot 0 of 4 is 0\)/,
+      );
     });
   });
 });

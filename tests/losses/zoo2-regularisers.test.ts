@@ -126,7 +126,10 @@ const LOSSES: Array<[string, (rng: Rng, s: Tensor) => Scalar]> = [
       return maeLoss(images, tf.mul(tf.reshape(randn(rng, 4, 16), [4, 4, 4]), s) as tf.Tensor3D, tf.ones([4, 4]) as T2, { patchSize: 2 });
     },
   ],
-  ['wmseLoss', (rng, s) => wmseLoss([tf.mul(randn(rng, 8, 2), s) as T2, randn(rng, 8, 2)], { whiteningSize: 4, permutations: [Array.from(rng.permutation(8))] })],
+  [
+    'wmseLoss',
+    (rng, s) => wmseLoss([tf.mul(randn(rng, 8, 2), s) as T2, randn(rng, 8, 2)], { whiteningSize: 4, permutations: [Array.from(rng.permutation(8))] }),
+  ],
   ['vibcregLoss', (rng, s) => vibcregLoss(tf.mul(randn(rng, 4, 6), s) as T2, randn(rng, 4, 6))],
   ['all4oneFeatureLoss', (rng, s) => all4oneFeatureLoss(randn(rng, 4, 6), randn(rng, 4, 6), tf.mul(randn(rng, 4, 6), s) as T2, randn(rng, 4, 6))],
 ];

@@ -80,7 +80,12 @@ describe('losses/sinkhornKnopp (SwAV)', () => {
       assert.ok(maxDiff(q, shifted) < 1e-6);
       const order = [5, 0, 3, 1, 4, 2];
       const permuted = sinkhornKnopp(tf.gather(scores, order) as T2, options).arraySync();
-      assert.ok(maxDiff(permuted, order.map((i) => q[i]!)) < 1e-6);
+      assert.ok(
+        maxDiff(
+          permuted,
+          order.map((i) => q[i]!),
+        ) < 1e-6,
+      );
       // exp(score / ε) overflows float64 for ε = 1e-3 (scores up to 1): the maximum is subtracted first.
       const sharp = sinkhornKnopp(scores, { epsilon: 1e-3, iterations: 3 }).arraySync();
       for (const row of sharp) assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 1e-6 && row.every(Number.isFinite));
@@ -91,7 +96,10 @@ describe('losses/sinkhornKnopp (SwAV)', () => {
     const rng = new Rng(4);
     tf.tidy(() => {
       const [scores, queue] = [randn(rng, 5, 3), randn(rng, 2, 3)];
-      const grads = tf.grads((s: Tensor, q: Tensor) => tf.sum(tf.square(sinkhornKnopp(s as T2, { epsilon: 0.1, iterations: 2, queueScores: q as T2 }))))([scores, queue]);
+      const grads = tf.grads((s: Tensor, q: Tensor) => tf.sum(tf.square(sinkhornKnopp(s as T2, { epsilon: 0.1, iterations: 2, queueScores: q as T2 }))))([
+        scores,
+        queue,
+      ]);
       for (const g of grads) assert.ok((g.dataSync() as Float32Array).every((v) => v === 0));
     });
   });
@@ -101,10 +109,16 @@ describe('losses/sinkhornKnopp (SwAV)', () => {
       const scores = tf.zeros([3, 4]) as T2;
       for (const bad of [0, -1, NaN, Infinity]) expectUserError(() => sinkhornKnopp(scores, { epsilon: bad, iterations: 3 }), 'epsilon');
       for (const bad of [0, 1.5, -2, NaN]) expectUserError(() => sinkhornKnopp(scores, { epsilon: 0.05, iterations: bad }), 'iterations');
-      assert.throws(() => sinkhornKnopp(scores, { epsilon: 0.05, iterations: 1, queueScores: tf.zeros([2, 5]) as T2 }), /queueScores \[2, 5\] must have K = 4 columns/);
+      assert.throws(
+        () => sinkhornKnopp(scores, { epsilon: 0.05, iterations: 1, queueScores: tf.zeros([2, 5]) as T2 }),
+        /queueScores \[2, 5\] must have K = 4 columns/,
+      );
       assert.throws(() => sinkhornKnopp(tf.zeros([4]) as unknown as T2, { epsilon: 0.05, iterations: 1 }), /scores must be \[rows, K\]/);
       // Row 0 sits 1000 below every prototype's best score: exp(−1000 / 1) underflows to 0.
-      const far = tf.tensor2d([[-1000, -1000], [0, 0]]);
+      const far = tf.tensor2d([
+        [-1000, -1000],
+        [0, 0],
+      ]);
       assert.throws(() => sinkhornKnopp(far, { epsilon: 1, iterations: 1 }), /vanished under exp/);
     });
   });
