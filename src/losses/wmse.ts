@@ -74,29 +74,41 @@ export function wmseLoss(views: tf.Tensor2D[], options: WmseOptions, group?: Pro
   if (!(Number.isInteger(w) && w >= 2 && n % w === 0)) throw invalidValue('whiteningSize', w, `an integer >= 2 dividing the global batch of ${n} rows`);
   if (eps === 0 && w <= d) throw invalidValue('whiteningSize', w, `more than D = ${d} rows (the covariance of w rows has rank w − 1), or eps > 0`);
   if (!Array.isArray(permutations) || permutations.length < 1) throw invalidValue('permutations', permutations, 'at least one permutation of the global batch');
-  const positions = permutations.map((perm, t) => localPositions(perm, t, n, layout.offset, b));
+  const orders = permutations.map((perm, t) => ({ order: Int32Array.from(perm), inverse: inversePermutation(perm, t, n) }));
   return tf.tidy(() => {
     const all = tf.split(gatherRows(tf.concat(views, 1), layout), views.length, 1) as tf.Tensor2D[]; // V × [N, D]
     const terms: Scalar[] = [];
-    permutations.forEach((perm, t) => {
-      const order = tf.tensor1d(Int32Array.from(perm), 'int32');
+    for (const { order, inverse } of orders) {
       const whitened = all.map((z) => {
-        const subBatches = tf.reshape(tf.gather(z, order), [n / w, w, d]) as tf.Tensor3D;
-        const rows = tf.reshape(whitenSubBatches(subBatches, eps), [n, d]); // [N, D] in permuted order
-        return tf.gather(rows, tf.tensor1d(positions[t]!, 'int32')) as tf.Tensor2D; // [B, D]: this rank's samples
+        const subBatches = tf.reshape(permuteRows(z, order, inverse), [n / w, w, d]) as tf.Tensor3D;
+        const rows = tf.reshape(whitenSubBatches(subBatches, eps), [n, d]) as tf.Tensor2D; // [N, D] in permuted order
+        return tf.slice(permuteRows(rows, inverse, order), [layout.offset, 0], [b, d]); // [B, D]: this rank's samples
       });
       for (let i = 0; i < whitened.length; i++) {
         for (let j = i + 1; j < whitened.length; j++) {
           terms.push(tf.sub(2, tf.mul(2, tf.mean(rowCosine(whitened[i]!, whitened[j]!)))) as Scalar);
         }
       }
-    });
+    }
     return tf.div(tf.addN(terms), terms.length) as Scalar;
   });
 }
 
-/** Where this rank's samples `offset .. offset + B − 1` sit in permutation `perm` (validated): B positions. */
-function localPositions(perm: ArrayLike<number>, t: number, n: number, offset: number, b: number): Int32Array {
+/**
+ * Rows of `x` reordered, `[N, D] -> [N, D]`, row p = x[order[p]]; `inverse` is the inverse
+ * permutation, which the backward pass gathers with (tfjs's own gather gradient, a segment
+ * sum, takes seconds for a few hundred rows on the CPU backend).
+ */
+function permuteRows(x: tf.Tensor2D, order: Int32Array, inverse: Int32Array): tf.Tensor2D {
+  const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
+    const input = args[0] as tf.Tensor2D;
+    return { value: tf.gather(input, tf.tensor1d(order, 'int32')), gradFunc: (dy: tf.Tensor) => tf.gather(dy, tf.tensor1d(inverse, 'int32')) };
+  });
+  return op(x) as tf.Tensor2D;
+}
+
+/** The inverse of permutation `perm` of 0 .. n − 1 (validated; `t` names it in the error): sample → its position. */
+function inversePermutation(perm: ArrayLike<number>, t: number, n: number): Int32Array {
   const where = new Int32Array(n).fill(-1);
   if (perm?.length === n) {
     for (let p = 0; p < n; p++) {
@@ -106,5 +118,5 @@ function localPositions(perm: ArrayLike<number>, t: number, n: number, offset: n
     }
   }
   if (where.includes(-1)) throw invalidValue(`permutations[${t}]`, Array.from(perm ?? []).slice(0, 8), `a permutation of 0 .. ${n - 1} (the global batch)`);
-  return where.slice(offset, offset + b);
+  return where;
 }
