@@ -74,7 +74,10 @@ export function wmseLoss(views: tf.Tensor2D[], options: WmseOptions, group?: Pro
   if (!(Number.isInteger(w) && w >= 2 && n % w === 0)) throw invalidValue('whiteningSize', w, `an integer >= 2 dividing the global batch of ${n} rows`);
   if (eps === 0 && w <= d) throw invalidValue('whiteningSize', w, `more than D = ${d} rows (the covariance of w rows has rank w − 1), or eps > 0`);
   if (!Array.isArray(permutations) || permutations.length < 1) throw invalidValue('permutations', permutations, 'at least one permutation of the global batch');
-  const orders = permutations.map((perm, t) => ({ order: Int32Array.from(perm), inverse: inversePermutation(perm, t, n) }));
+  const orders = permutations.map((perm, t) => {
+    const inverse = inversePermutation(perm, t, n); // validates perm first
+    return { order: Int32Array.from(perm), inverse };
+  });
   return tf.tidy(() => {
     const all = tf.split(gatherRows(tf.concat(views, 1), layout), views.length, 1) as tf.Tensor2D[]; // V × [N, D]
     const terms: Scalar[] = [];

@@ -206,6 +206,7 @@ describe('losses/whitenSubBatches and wmseLoss (W-MSE)', () => {
       expectUserError(() => wmseLoss(views, { whiteningSize: 4, permutations: perm }), 'whiteningSize');
       assert.ok(Number.isFinite(wmseLoss(views, { whiteningSize: 4, permutations: perm, eps: 0.2 }).dataSync()[0]!), 'w ≤ D with shrinkage');
       expectUserError(() => wmseLoss(views, { whiteningSize: 6, permutations: [] }), 'permutations');
+      expectUserError(() => wmseLoss(views, { whiteningSize: 6, permutations: [undefined as unknown as number[]] }), 'permutations[0]');
       expectUserError(() => wmseLoss(views, { whiteningSize: 6, permutations: [[...perm[0]!.slice(1), 0, 1]] }), 'permutations[0]');
       expectUserError(() => wmseLoss(views, { whiteningSize: 6, permutations: [perm[0]!, perm[0]!.map((i) => (i === 3 ? 4 : i))] }), 'permutations[1]');
       expectUserError(() => wmseLoss(views, { whiteningSize: 6, permutations: perm, eps: 1 }), 'eps');
