@@ -8,6 +8,7 @@ export { TrainingFailure, UserError } from './core/errors.js';
 export { Module, Layer, type StateDict } from './core/module.js';
 export { Rng } from './core/random.js';
 export { detach } from './core/ops.js';
+export { cholesky, solveLowerTriangular } from './core/linalg.js';
 export * from './core/layers.js';
 export * from './backbones/index.js';
 export * from './losses/index.js';

@@ -1,8 +1,9 @@
 /**
  * The one seam between the losses and the process group: every part of a loss that needs
  * the global batch (N = W·B rows over W ranks) goes through {@link gatherRows} or
- * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows} (no gradient), and the
- * rank bookkeeping (offsets) through {@link BatchLayout}.
+ * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows} or
+ * {@link reduceValuesOverRanks} (no gradient), and the rank bookkeeping (offsets) through
+ * {@link BatchLayout}.
  *
  * With W > 1 the two functions are the differentiable collectives of
  * `src/distributed/collectives.ts` (`allGather`, backward reduce-scatter SUM; `allReduceSum`,
@@ -15,7 +16,11 @@
  * - BYOL: the mean over its B local samples (no collective);
  * - Barlow Twins: the global loss itself (built from all-reduced sums; equal on every rank);
  * - VICReg: `simWeight` × MSE over its local rows + the global variance and covariance terms;
- * - MoCo v2+, MoCo v3, SimSiam, NNCLR, SupCon, ReSSL, DCL(W): the mean over its local anchors.
+ * - MoCo v2+, MoCo v3, SimSiam, NNCLR, SupCon, ReSSL, DCL(W), SwAV, DINO, W-MSE: the mean over
+ *   its local anchors;
+ * - MAE: W × its share of the global masked-patch mean (Σ over its masked patches / the global
+ *   count of masked patches);
+ * - VIbCReg: as VICReg; All4One's feature term: the global loss itself.
  */
 import { allGather, allReduceSum } from '../distributed/collectives.js';
 import { jobWorldSize, scopedProcessGroup, type ProcessGroup } from '../core/process-group.js';
@@ -88,15 +93,16 @@ export function sumOverRanks<T extends tf.Tensor>(x: T, layout: BatchLayout): T 
 }
 
 /**
- * `values` as a tensor of `shape` that depends on `x` with gradient exactly 0 (so that autograd
- * sees a path from `x`, as with {@link detach}, and no collective runs in backward).
+ * `values` as a float32 tensor of `shape` that depends on `xs` with gradient exactly 0 (so that
+ * autograd sees a path from each of them, as with {@link detach}, and no collective runs in
+ * backward): a value computed from `xs` outside the graph, e.g. by a collective or in float64.
  */
-function constantFrom(x: tf.Tensor, values: Float32Array, shape: number[]): tf.Tensor {
+export function constantFrom(xs: tf.Tensor[], values: Float32Array, shape: number[]): tf.Tensor {
   const op = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
-    const input = args[0] as tf.Tensor;
-    return { value: tf.tensor(values, shape, 'float32'), gradFunc: () => tf.zerosLike(input) };
+    const inputs = args.slice(0, xs.length) as tf.Tensor[];
+    return { value: tf.tensor(values, shape, 'float32'), gradFunc: () => inputs.map((x) => tf.zerosLike(x)) };
   });
-  return op(x);
+  return op(...xs);
 }
 
 /**
@@ -121,7 +127,7 @@ export function gatherConstantRows<T extends tf.Tensor>(x: T, layout: BatchLayou
   if (is2dFloat) {
     // dataSync() may alias the tensor's storage: allGather only reads it.
     const gathered = group.allGather(x.dataSync() as Float32Array);
-    return constantFrom(x, gathered, shape) as T;
+    return constantFrom([x], gathered, shape) as T;
   }
   const ints = x.dataSync() as Int32Array;
   const asFloat = new Float32Array(ints.length);
@@ -142,4 +148,19 @@ export function gatherConstantRows<T extends tf.Tensor>(x: T, layout: BatchLayou
 export function globalBatchInfoNce(anchors: tf.Tensor2D, candidates: tf.Tensor2D, temperature: number, layout: BatchLayout): tf.Scalar {
   const logits = tf.div(tf.matMul(anchors, candidates, false, true), temperature) as tf.Tensor2D;
   return meanCrossEntropy(logits, rangeFrom(layout.offset, layout.localBatch));
+}
+
+/**
+ * Element-wise reduction over ranks of plain numbers WITHOUT gradient, for statistics of
+ * data no gradient flows through (Sinkhorn-Knopp's sums, DINO's teacher centre, MAE's count
+ * of masked patches): every rank gets the same result. The values travel as float32 (the
+ * process group moves float32 only), so with W > 1 the result is rounded to float32 (relative
+ * 6e-8). World size 1: a copy. Every rank must call it the same number of times, in the same
+ * order, with arrays of the same length.
+ */
+export function reduceValuesOverRanks(values: Float64Array, layout: BatchLayout, op: 'sum' | 'max'): Float64Array {
+  if (layout.worldSize === 1) return values.slice();
+  const data = Float32Array.from(values);
+  layout.group!.allReduce(data, op);
+  return Float64Array.from(data);
 }

@@ -94,8 +94,7 @@ export function vicregLossWithTerms(z1: tf.Tensor2D, z2: tf.Tensor2D, options: V
 
 /**
  * Each view's global statistics: `mean_j relu(γ − sqrt(C_jj + eps))` and `Σ_{i≠j} C_ij²`,
- * with `C = zcᵀ zc / (N − 1)` `[D, D]` built from all-reduced sums. Both views share each
- * collective: the column sums `[2D]`, then the centred cross-products `[2, D, D]`.
+ * with `C = zcᵀ zc / (N − 1)` `[D, D]` built from all-reduced sums ({@link centredGrams}).
  */
 function viewStatistics(
   views: [tf.Tensor2D, tf.Tensor2D],
@@ -103,13 +102,7 @@ function viewStatistics(
   eps: number,
   layout: BatchLayout,
 ): Array<{ varianceHinge: Scalar; offDiagonal: Scalar }> {
-  const n = layout.globalBatch;
-  const d = views[0].shape[1];
-  const both = tf.concat(views, 1); // [B, 2D]
-  const mean = tf.div(sumOverRanks(tf.sum(both, 0), layout), n); // [2D]
-  const [c1, c2] = tf.split(tf.sub(both, mean), [d, d], 1) as [tf.Tensor2D, tf.Tensor2D]; // [B, D] each
-  const local = tf.stack([tf.matMul(c1, c1, true, false), tf.matMul(c2, c2, true, false)]); // [2, D, D]
-  const covs = tf.unstack(tf.div(sumOverRanks(local, layout), n - 1)) as tf.Tensor2D[]; // [D, D] each
+  const covs = centredGrams(views, layout).map((gram) => tf.div(gram, layout.globalBatch - 1) as tf.Tensor2D); // [D, D] each
   return covs.map((cov) => {
     const std = tf.sqrt(tf.add(diagonal(cov), eps)); // [D]
     return {
@@ -117,4 +110,18 @@ function viewStatistics(
       offDiagonal: offDiagonalSumOfSquares(cov),
     };
   });
+}
+
+/**
+ * Each view's centred Gram matrix over the global batch, `zcᵀ zc` `[D, D]` with
+ * `zc = z − mean` (column means over all N = W·B rows), from all-reduced sums: the views
+ * share each differentiable collective, the column sums `[V·D]`, then the local
+ * cross-products `[V, D, D]`. `views`: V tensors `[B, D]`.
+ */
+export function centredGrams(views: tf.Tensor2D[], layout: BatchLayout): tf.Tensor2D[] {
+  const all = tf.concat(views, 1); // [B, V·D]
+  const mean = tf.div(sumOverRanks(tf.sum(all, 0), layout), layout.globalBatch); // [V·D]
+  const centred = tf.split(tf.sub(all, mean), views.length, 1) as tf.Tensor2D[]; // [B, D] each
+  const local = tf.stack(centred.map((c) => tf.matMul(c, c, true, false))); // [V, D, D]
+  return tf.unstack(sumOverRanks(local, layout)) as tf.Tensor2D[];
 }

@@ -17,57 +17,16 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadGlooAddon } from '../../src/distributed/gloo.js';
-import { loadZooCase, maxAbs, scaledError, ZOO_LOSSES, zooFixturePath, type ZooCase, type ZooLoss, type ZooRankResult } from '../losses/zoo-cases.js';
+import { checkRanks as check, loadZooCase, ZOO_LOSSES, zooFixturePath, type ZooLoss, type ZooRankResult } from '../losses/zoo-cases.js';
 import { expectAllOk, freshDir, runRanks } from './helpers.js';
 import { WRONG_VARIANT_OF, ZOO_WRONG_VARIANTS } from './workers/zoo-loss-problems.js';
-import type { ZooCollectiveCounts, ZooLossesWorkerResult } from './workers/zoo-losses.js';
+import type { CollectiveCounts } from './workers/counting.js';
+import type { ZooLossesWorkerResult } from './workers/zoo-losses.js';
 
 const TOL = 1e-5;
 
-interface CheckErrors {
-  /** max over ranks of |loss_r − per_rank[W][r]| / |per_rank[W][r]|. */
-  rankLoss: number;
-  /** |mean_r loss_r − loss| / |loss|. */
-  meanLoss: number;
-  /** max over inputs and ranks of the local-row gradient / W against the reference rows (scaled by the largest reference entry of that input). */
-  grad: number;
-  /** Inputs with a zero reference gradient whose gradient is not exactly 0 on some rank. */
-  nonZeroDetached: string[];
-}
-
-/** The check of one loss: `results[r]` is rank r's answer, `c` the reference file. */
-function check(c: ZooCase, results: ZooRankResult[]): CheckErrors {
-  const W = results.length;
-  const perRank = c.per_rank[String(W)]!;
-  const e: CheckErrors = { rankLoss: 0, meanLoss: 0, grad: 0, nonZeroDetached: [] };
-  results.forEach((res, r) => (e.rankLoss = Math.max(e.rankLoss, Math.abs(res.value - perRank[r]!) / Math.abs(perRank[r]!))));
-  const mean = results.reduce((s, res) => s + res.value, 0) / W;
-  e.meanLoss = Math.abs(mean - c.loss_value) / Math.abs(c.loss_value);
-  for (const [name, ref] of Object.entries(c.grads)) {
-    const input = c.inputs[name]!;
-    const scale = maxAbs(ref);
-    if (scale === 0) {
-      if (results.some((res) => res.grads[name]!.some((g) => g !== 0))) e.nonZeroDetached.push(name);
-      continue;
-    }
-    if (input.sharded) {
-      const rowLen = ref.length / W;
-      results.forEach((res, r) => {
-        const mine = res.grads[name]!.map((g) => g / W);
-        e.grad = Math.max(e.grad, scaledError(mine, ref.slice(r * rowLen, (r + 1) * rowLen), scale));
-      });
-    } else {
-      // The same input on every rank: the global gradient is the mean over ranks of theirs.
-      const mean = ref.map((_, k) => results.reduce((s, res) => s + res.grads[name]![k]!, 0) / W);
-      e.grad = Math.max(e.grad, scaledError(mean, ref, scale));
-    }
-  }
-  for (const k of ['rankLoss', 'meanLoss', 'grad'] as const) if (Number.isNaN(e[k])) e[k] = Infinity;
-  return e;
-}
-
 /** Collectives per rank and loss, forward and backward together, as the doc comments state. */
-const EXPECTED_COLLECTIVES: Record<ZooLoss, Pick<ZooCollectiveCounts, 'allGather' | 'reduceScatter'>> = {
+const EXPECTED_COLLECTIVES: Record<ZooLoss, Pick<CollectiveCounts, 'allGather' | 'reduceScatter'>> = {
   moco: { allGather: 0, reduceScatter: 0 },
   mocov3: { allGather: 1, reduceScatter: 0 },
   simsiam: { allGather: 0, reduceScatter: 0 },
@@ -123,7 +82,7 @@ describe('distributed/zoo-losses: every zoo loss with W real processes equals th
           const values = results.map((r) => r.value);
           assert.equal(new Set(values).size, W, `${loss}: different data per rank should give different losses: ${values}`);
           for (const res of results) {
-            const { allGather, reduceScatter, allReduce, broadcast } = (res as ZooRankResult & { collectives: ZooCollectiveCounts }).collectives;
+            const { allGather, reduceScatter, allReduce, broadcast } = (res as ZooRankResult & { collectives: CollectiveCounts }).collectives;
             assert.deepEqual({ allGather, reduceScatter }, EXPECTED_COLLECTIVES[loss], `${loss}: collectives`);
             assert.equal(allReduce + broadcast, 0);
           }

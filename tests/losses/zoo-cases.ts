@@ -25,9 +25,10 @@ export interface ZooInput {
   data: number[];
 }
 
-export interface ZooCase {
+/** A reference file of either generator (scripts/gen_zoo_loss_fixtures.py, scripts/gen_zoo2_loss_fixtures.py). */
+export interface ZooCaseFile {
   format: string;
-  loss: ZooLoss;
+  loss: string;
   hyper: Record<string, number>;
   N: number;
   inputs: Record<string, ZooInput>;
@@ -36,6 +37,18 @@ export interface ZooCase {
   grads: Record<string, number[]>;
   /** Per world size: rank r's loss. */
   per_rank: Record<string, number[]>;
+  /** Values other than the loss, of the global batch (zoo2 files only): sharded ones by rows. */
+  outputs?: Record<string, ZooOutput>;
+}
+
+export interface ZooOutput {
+  shape: number[];
+  sharded: boolean;
+  data: number[];
+}
+
+export interface ZooCase extends ZooCaseFile {
+  loss: ZooLoss;
 }
 
 export function zooFixturePath(loss: string): string {
@@ -50,12 +63,12 @@ export function loadZooCase(path: string): ZooCase {
 }
 
 /** Names of the float32 inputs (the ones with gradients), in file order. */
-export function floatInputs(c: ZooCase): string[] {
+export function floatInputs(c: ZooCaseFile): string[] {
   return Object.keys(c.inputs).filter((k) => c.inputs[k]!.dtype === 'float32');
 }
 
 /** Rank r's inputs in a job of W ranks: rows r·B .. r·B+B−1 of the sharded ones, all of the others. */
-export function rankInputs(c: ZooCase, rank: number, worldSize: number): Record<string, Tensor> {
+export function rankInputs(c: ZooCaseFile, rank: number, worldSize: number): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
   for (const [name, input] of Object.entries(c.inputs)) {
     const rows = input.shape[0]!;
@@ -104,27 +117,45 @@ export function callZooLoss(c: ZooCase, x: Record<string, Tensor>, group: Proces
   }
 }
 
-/** A loss of named inputs (the real one, or a deliberately wrong variant in the tests). */
-export type ZooLossFn = (c: ZooCase, x: Record<string, Tensor>, group: ProcessGroup | undefined) => Scalar;
+/**
+ * A loss of named inputs (the real one, or a deliberately wrong variant in the tests): the
+ * scalar, or the scalar with named outputs (Sinkhorn assignments, DINO's new centre).
+ */
+export type ZooLossFn<C extends ZooCaseFile = ZooCase> = (
+  c: C,
+  x: Record<string, Tensor>,
+  group: ProcessGroup | undefined,
+) => Scalar | { loss: Scalar; outputs: Record<string, Tensor> };
 
-/** One rank's loss and its gradients on this rank's float32 inputs (flattened). */
+/** One rank's loss, its gradients on this rank's float32 inputs and its outputs (flattened). */
 export interface ZooRankResult {
   value: number;
   grads: Record<string, number[]>;
+  outputs: Record<string, number[]>;
 }
 
 /** Evaluates `fn` (default: the file's loss) on rank `rank`'s inputs: value and input gradients. */
 export function evaluateZooCase(c: ZooCase, rank: number, worldSize: number, group: ProcessGroup | undefined, fn: ZooLossFn = callZooLoss): ZooRankResult {
+  return evaluateCase(c, rank, worldSize, group, fn);
+}
+
+/** {@link evaluateZooCase} for a case file of either generator and its loss function `fn`. */
+export function evaluateCase<C extends ZooCaseFile>(c: C, rank: number, worldSize: number, group: ProcessGroup | undefined, fn: ZooLossFn<C>): ZooRankResult {
   const x = rankInputs(c, rank, worldSize);
   const names = floatInputs(c);
+  const outputs: Record<string, number[]> = {};
   try {
     const f = (...a: Tensor[]) => {
       const named = { ...x };
       names.forEach((k, i) => (named[k] = a[i]!));
-      return fn(c, named, group);
+      const result = fn(c, named, group);
+      if (!('outputs' in result)) return result;
+      for (const [k, t] of Object.entries(result.outputs)) outputs[k] = Array.from(t.dataSync());
+      tf.dispose(Object.values(result.outputs));
+      return result.loss;
     };
     const { value, grads } = tf.valueAndGrads(f)(names.map((k) => x[k]!));
-    const out: ZooRankResult = { value: value.dataSync()[0]!, grads: {} };
+    const out: ZooRankResult = { value: value.dataSync()[0]!, grads: {}, outputs };
     names.forEach((k, i) => (out.grads[k] = Array.from(grads[i]!.dataSync())));
     tf.dispose([value, ...grads]);
     return out;
@@ -149,4 +180,57 @@ export function maxAbs(a: ArrayLike<number>): number {
   let m = 0;
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]!));
   return m;
+}
+
+/** How far W ranks' answers are from a reference file (see {@link checkRanks}). */
+export interface RankCheckErrors {
+  /** max over ranks of |loss_r − per_rank[W][r]| / |per_rank[W][r]|. */
+  rankLoss: number;
+  /** |mean_r loss_r − loss| / |loss|. */
+  meanLoss: number;
+  /** max over inputs and ranks of the local-row gradient / W against the reference rows (scaled by the largest reference entry of that input). */
+  grad: number;
+  /** Inputs with a zero reference gradient whose gradient is not exactly 0 on some rank. */
+  nonZeroDetached: string[];
+  /** max over the file's outputs and ranks of rank r's output (its rows if sharded) against the reference, scaled by the largest reference entry. */
+  outputs: number;
+}
+
+/** The check of one loss with W ranks: `results[r]` is rank r's answer, `c` the reference file. */
+export function checkRanks(c: ZooCaseFile, results: ZooRankResult[]): RankCheckErrors {
+  const W = results.length;
+  const perRank = c.per_rank[String(W)]!;
+  const e: RankCheckErrors = { rankLoss: 0, meanLoss: 0, grad: 0, nonZeroDetached: [], outputs: 0 };
+  results.forEach((res, r) => (e.rankLoss = Math.max(e.rankLoss, Math.abs(res.value - perRank[r]!) / Math.abs(perRank[r]!))));
+  const mean = results.reduce((s, res) => s + res.value, 0) / W;
+  e.meanLoss = Math.abs(mean - c.loss_value) / Math.abs(c.loss_value);
+  for (const [name, ref] of Object.entries(c.grads)) {
+    const input = c.inputs[name]!;
+    const scale = maxAbs(ref);
+    if (scale === 0) {
+      if (results.some((res) => res.grads[name]!.some((g) => g !== 0))) e.nonZeroDetached.push(name);
+      continue;
+    }
+    if (input.sharded) {
+      const rowLen = ref.length / W;
+      results.forEach((res, r) => {
+        const mine = res.grads[name]!.map((g) => g / W);
+        e.grad = Math.max(e.grad, scaledError(mine, ref.slice(r * rowLen, (r + 1) * rowLen), scale));
+      });
+    } else {
+      // The same input on every rank: the global gradient is the mean over ranks of theirs.
+      const mean = ref.map((_, k) => results.reduce((s, res) => s + res.grads[name]![k]!, 0) / W);
+      e.grad = Math.max(e.grad, scaledError(mean, ref, scale));
+    }
+  }
+  for (const [name, ref] of Object.entries(c.outputs ?? {})) {
+    const rowLen = ref.sharded ? ref.data.length / W : 0;
+    results.forEach((res, r) => {
+      const expected = ref.sharded ? ref.data.slice(r * rowLen, (r + 1) * rowLen) : ref.data;
+      const mine = res.outputs[name];
+      e.outputs = Math.max(e.outputs, mine ? scaledError(mine, expected, maxAbs(ref.data)) : Infinity);
+    });
+  }
+  for (const k of ['rankLoss', 'meanLoss', 'grad', 'outputs'] as const) if (Number.isNaN(e[k])) e[k] = Infinity;
+  return e;
 }

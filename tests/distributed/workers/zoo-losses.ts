@@ -11,55 +11,22 @@
  */
 import { initEngine } from '../../../src/core/engine.js';
 import { tf, type Tensor } from '../../../src/core/tf.js';
-import type { ProcessGroup } from '../../../src/core/process-group.js';
 import { batchLayout, gatherConstantRows } from '../../../src/losses/index.js';
 import { evaluateZooCase, loadZooCase, zooFixturePath, type ZooLoss, type ZooRankResult } from '../../losses/zoo-cases.js';
 import { WRONG_VARIANT_OF, WRONG_VARIANTS, type ZooWrongVariant } from './zoo-loss-problems.js';
 import { type BaseSpec, joinGroup, readArgs, run } from './common.js';
+import { counting, noCollectives, type CollectiveCounts } from './counting.js';
 
 interface ZooLossesSpec extends BaseSpec {
   losses: ZooLoss[];
   variants: ZooWrongVariant[];
 }
 
-export interface ZooCollectiveCounts {
-  allGather: number;
-  reduceScatter: number;
-  allReduce: number;
-  broadcast: number;
-}
-
 export interface ZooLossesWorkerResult {
-  losses: Record<string, ZooRankResult & { collectives: ZooCollectiveCounts }>;
+  losses: Record<string, ZooRankResult & { collectives: CollectiveCounts }>;
   variants: Record<string, ZooRankResult>;
   constantRows: { floats: number[]; ints: number[]; intDtype: string; grad: number[] };
   leaked: number;
-}
-
-/** `group` with its collectives counted in `counts`. */
-function counting(group: ProcessGroup, counts: ZooCollectiveCounts): ProcessGroup {
-  return {
-    rank: group.rank,
-    worldSize: group.worldSize,
-    allReduce: (data, op) => {
-      counts.allReduce++;
-      group.allReduce(data, op);
-    },
-    allGather: (data) => {
-      counts.allGather++;
-      return group.allGather(data);
-    },
-    reduceScatter: (data) => {
-      counts.reduceScatter++;
-      return group.reduceScatter(data);
-    },
-    broadcast: (data, root) => {
-      counts.broadcast++;
-      group.broadcast(data, root);
-    },
-    barrier: () => group.barrier(),
-    close: () => group.close(),
-  };
 }
 
 run(async () => {
@@ -70,7 +37,7 @@ run(async () => {
   const before = tf.memory().numTensors;
   const losses: ZooLossesWorkerResult['losses'] = {};
   for (const loss of spec.losses) {
-    const counts: ZooCollectiveCounts = { allGather: 0, reduceScatter: 0, allReduce: 0, broadcast: 0 };
+    const counts = noCollectives();
     const res = evaluateZooCase(loadZooCase(zooFixturePath(loss)), rank, W, counting(group, counts));
     losses[loss] = { ...res, collectives: counts };
   }
