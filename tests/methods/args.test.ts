@@ -178,7 +178,7 @@ describe('method arguments', () => {
     const byolOnly = describeMethods(['byol']);
     assert.match(
       byolOnly,
-      /^byol \(BYOL\)\n {2}paper: {2}Grill et al\. 2020, .*\n {2}recipe: lars, lr 1, classifier lr 0\.1, weight decay 0\.00001; views 'byol'\n {2}labels: not used.*\n\s+name\s+kind\s+default\s+range\s+description\n/,
+      /^byol \(BYOL\)\n {2}paper: {2}Grill et al\. 2020, .*\n {2}recipe: lars, lr 1, classifier lr 0\.1, weight decay 0\.00001; views 'byol'; 2 global crops\n {2}labels: not used.*\n\s+name\s+kind\s+default\s+range\s+description\n/,
     );
     assert.doesNotMatch(byolOnly, /simclr/);
     throwsUser(() => describeMethods(['nope']), /method: "nope" is not allowed; expected one of/);
