@@ -94,7 +94,7 @@ function provenance(): { commit: string; cpu: string; date: string } {
   return { commit, cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${isa}, ${cpus().length} cores)`, date: new Date().toISOString().slice(0, 10) };
 }
 
-/** The benchmark's config of `method`: its Fashion-MNIST recipe with the benchmark's epochs and full validation at the end. */
+/** The benchmark's config of `method`: its Fashion-MNIST recipe with the benchmark's epochs and full validation at the start and after every epoch. */
 function benchConfig(method: string, epochs: number): TrainConfig {
   const path = join('configs', `${method}-fashion-mnist.yaml`);
   if (!existsSync(path)) throw new Error(`bench:zoo: method '${method}' has no recipe ${path}`);
@@ -106,7 +106,8 @@ function benchConfig(method: string, epochs: number): TrainConfig {
     backbone: 'tiny_resnet',
     epochs,
     warmupEpochs: epochs / 10,
-    valEvery: epochs,
+    valEvery: 1,
+    valAtStart: true,
     knnK: KNN.k,
     knnTemperature: KNN.temperature,
     knnTrainSamples: 0,
@@ -116,8 +117,13 @@ function benchConfig(method: string, epochs: number): TrainConfig {
   });
 }
 
-/** Options that do not change what is trained or measured. */
-const NOT_RECIPE = new Set(['runDir', 'dataDir', 'workers', 'logEvery']);
+/**
+ * Options that do not change what is trained or measured: where and how often things are
+ * written, and validation (kNN and the probe's accuracy in eval mode, which draws no random
+ * numbers and changes no weights) before the first step and after every epoch, which gives
+ * the comparison picture its curves; the row keeps the last validation.
+ */
+const NOT_RECIPE = new Set(['runDir', 'dataDir', 'workers', 'logEvery', 'valEvery', 'valAtStart']);
 
 /**
  * What defines a row: the options that differ from their defaults (so that a new option added
