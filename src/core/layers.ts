@@ -290,6 +290,22 @@ export class ReLU extends Layer {
   }
 }
 
+/**
+ * Gaussian error linear unit, elementwise (PyTorch's default `nn.GELU()`, the exact erf form):
+ * `x * Φ(x) = 0.5 x (1 + erf(x / √2))`, any shape to the same shape. Its gradient,
+ * `Φ(x) + x φ(x)`, comes from tfjs's erf gradient.
+ */
+export class GELU extends Layer {
+  forward(x: Tensor): Tensor {
+    return gelu(x);
+  }
+}
+
+/** {@link GELU} as a function: any shape to the same shape. */
+export function gelu(x: Tensor): Tensor {
+  return tf.tidy(() => tf.mul(tf.mul(x, 0.5), tf.add(tf.erf(tf.mul(x, Math.SQRT1_2)), 1)));
+}
+
 /** Flattens everything but the batch axis: `[B, ...] -> [B, prod(...)]` (NHWC order). */
 export class Flatten extends Layer {
   forward(x: Tensor): Tensor {

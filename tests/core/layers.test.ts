@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { initEngine } from '../../src/core/engine.js';
-import { Conv2d, Flatten, GlobalAvgPool, Identity, Linear, MaxPool2d, ReLU, Sequential, withoutGradientTape } from '../../src/core/layers.js';
+import { Conv2d, Flatten, GELU, GlobalAvgPool, Identity, Linear, MaxPool2d, ReLU, Sequential, withoutGradientTape } from '../../src/core/layers.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { gradientCheck, maxAbsDiff, randn } from './helpers.js';
@@ -281,5 +281,22 @@ describe('core/layers', () => {
     assert.equal(grads[a.name].dataSync()[0], 2 * 3 * 243, 'the inner gradient is a constant: d(y * c)/da = 2a * c');
     assert.equal(tf.engine().state.activeTape, null, 'no tape left open');
     tf.dispose([value, a, grads]);
+  });
+
+  it('GELU is the exact erf form (PyTorch nn.GELU values) and its gradient matches finite differences', () => {
+    // torch.nn.functional.gelu(torch.tensor([-3, -1, -0.5, 0, 0.5, 1, 3], dtype=torch.float64))
+    const x = [-3, -1, -0.5, 0, 0.5, 1, 3];
+    const expected = [-0.0040496940948903, -0.15865525393145707, -0.15426876936299344, 0, 0.34573123063700656, 0.8413447460685429, 2.995950305905];
+    const y = new GELU().forward(tf.tensor1d(x));
+    const got = y.dataSync();
+    for (let i = 0; i < x.length; i++) assert.ok(Math.abs(got[i] - expected[i]) < 2e-6, `gelu(${x[i]}) = ${got[i]}, expected ${expected[i]}`);
+    y.dispose();
+    // The tanh approximation differs by ~1e-4 near |x| = 2: the erf form is what is computed.
+    const at2 = tf.tidy(() => new GELU().forward(tf.scalar(2)).dataSync()[0]);
+    assert.ok(Math.abs(at2 - 1.9544997361036416) < 2e-6, `gelu(2) = ${at2}`);
+    const v = tf.variable(randn([5, 4], 7, 2));
+    const [check] = gradientCheck(() => tf.sum(tf.mul(new GELU().forward(v), tf.reshape(tf.linspace(-1, 1, 20), [5, 4]))), [v]);
+    assert.ok(check.error < 1e-2, `relative gradient error ${check.error}`);
+    v.dispose();
   });
 });
