@@ -12,7 +12,8 @@
  * fingerprint differs from the method's current recipe is stale: the table lists the method
  * as not measured. `--table` only regenerates the table; `--from-runs` records the finished
  * runs in bench-runs/zoo/ instead of training again; `--restamp` re-fingerprints the rows whose
- * recipe file did not change since they were measured.
+ * recipe file did not change since they were measured. `--curves` also validates before the
+ * first step and after every epoch (outside the fingerprint: validation changes no weights).
  */
 import { createHash } from 'node:crypto';
 import { execSync } from 'node:child_process';
@@ -94,7 +95,7 @@ function provenance(): { commit: string; cpu: string; date: string } {
   return { commit, cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${isa}, ${cpus().length} cores)`, date: new Date().toISOString().slice(0, 10) };
 }
 
-/** The benchmark's config of `method`: its Fashion-MNIST recipe with the benchmark's epochs and full validation at the start and after every epoch. */
+/** The benchmark's config of `method`: its Fashion-MNIST recipe with the benchmark's epochs and full validation at the end (`--curves`: also at the start and after every epoch). */
 function benchConfig(method: string, epochs: number): TrainConfig {
   const path = join('configs', `${method}-fashion-mnist.yaml`);
   if (!existsSync(path)) throw new Error(`bench:zoo: method '${method}' has no recipe ${path}`);
@@ -106,8 +107,9 @@ function benchConfig(method: string, epochs: number): TrainConfig {
     backbone: 'tiny_resnet',
     epochs,
     warmupEpochs: epochs / 10,
-    valEvery: 1,
-    valAtStart: true,
+    // Validation at the end only, unless --curves (before the first step and after every epoch:
+    // the comparison picture's curves, at about 2 minutes per validation).
+    ...(process.argv.includes('--curves') ? { valEvery: 1, valAtStart: true } : { valEvery: epochs }),
     knnK: KNN.k,
     knnTemperature: KNN.temperature,
     knnTrainSamples: 0,
