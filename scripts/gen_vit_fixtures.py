@@ -57,13 +57,13 @@ class Mlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, pre_norm=True):
+    def __init__(self, dim, heads, pre_norm=True, mlp_ratio=MLP_RATIO):
         super().__init__()
         self.pre_norm = pre_norm
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
         self.attn = Attention(dim, heads)
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.mlp = Mlp(dim, dim * MLP_RATIO)
+        self.mlp = Mlp(dim, dim * mlp_ratio)
 
     def forward(self, x):
         if not self.pre_norm:  # negative control: the original Transformer's post-norm
@@ -74,35 +74,39 @@ class Block(nn.Module):
 
 
 class PatchEmbed(nn.Module):
-    def __init__(self):
+    def __init__(self, channels, dim, patch):
         super().__init__()
-        self.proj = nn.Conv2d(CHANNELS, DIM, PATCH, PATCH)
+        self.proj = nn.Conv2d(channels, dim, patch, patch)
 
     def forward(self, x):
         return self.proj(x).flatten(2).transpose(1, 2)
 
 
 class ViT(nn.Module):
-    def __init__(self, pre_norm=True, resize_mode='bicubic'):
+    """[B, C, H, W] -> [B, dim]; defaults: the fixture's network (bench:step builds vit_tiny)."""
+
+    def __init__(self, pre_norm=True, resize_mode='bicubic', dim=DIM, depth=DEPTH, heads=HEADS, mlp_ratio=MLP_RATIO, patch=PATCH, channels=CHANNELS, image=IMAGE):
         super().__init__()
-        self.grid = IMAGE // PATCH
+        self.dim, self.patch = dim, patch
+        self.grid = image // patch
         self.resize_mode = resize_mode
-        self.patch_embed = PatchEmbed()
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, DIM))
-        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + self.grid**2, DIM))
-        self.blocks = nn.ModuleList([Block(DIM, HEADS, pre_norm) for _ in range(DEPTH)])
-        self.norm = nn.LayerNorm(DIM, eps=1e-6)
+        self.patch_embed = PatchEmbed(channels, dim, patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + self.grid**2, dim))
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        self.blocks = nn.ModuleList([Block(dim, heads, pre_norm, mlp_ratio) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
 
     def position_embedding(self, h, w):
         if h == self.grid and w == self.grid:
             return self.pos_embed
         g = self.grid
-        grid = self.pos_embed[:, 1:].reshape(1, g, g, DIM).permute(0, 3, 1, 2)
+        grid = self.pos_embed[:, 1:].reshape(1, g, g, self.dim).permute(0, 3, 1, 2)
         resized = F.interpolate(grid, size=(h, w), mode=self.resize_mode, align_corners=False)
-        return torch.cat([self.pos_embed[:, :1], resized.permute(0, 2, 3, 1).reshape(1, h * w, DIM)], dim=1)
+        return torch.cat([self.pos_embed[:, :1], resized.permute(0, 2, 3, 1).reshape(1, h * w, self.dim)], dim=1)
 
     def forward(self, x):
-        h, w = x.shape[2] // PATCH, x.shape[3] // PATCH
+        h, w = x.shape[2] // self.patch, x.shape[3] // self.patch
         tokens = self.patch_embed(x)
         tokens = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), tokens], dim=1) + self.position_embedding(h, w)
         for block in self.blocks:

@@ -1,10 +1,10 @@
 /**
  * `npm run bench:step`: the time of one SimCLR training step (two views, forward,
- * NT-Xent, backward, LARS step) for `tiny_resnet` at batch 256 on 28x28x1 and CIFAR-stem
- * `resnet18` at batch 64 on 32x32x3, on ssl-zoo's engines (each in its own process) and in
+ * NT-Xent, backward, LARS step) for `tiny_resnet` at batch 256 on 28x28x1, CIFAR-stem
+ * `resnet18` and `vit_tiny` (4 px patches) at batch 64 on 32x32x3, on ssl-zoo's engines (each in its own process) and in
  * PyTorch (`/usr/bin/python3`, Debian python3-torch) in the same run.
  *
- * Flags: --models tiny_resnet,resnet18  --backends cpu,cpu-js  --reps 3  --js-reps 1
+ * Flags: --models tiny_resnet,resnet18,vit_tiny  --backends cpu,cpu-js  --reps 3  --js-reps 1
  *        --js-models tiny_resnet (the pure-JS engine is slow: resnet18 takes many minutes)
  *        --threads 2 (PyTorch threads; ssl-zoo's native kernels use the process's cores)
  * Prints one JSON object as its last line and writes bench-results/step.json; per model:
@@ -35,7 +35,7 @@ async function main(): Promise<void> {
     await child(flag('backend', 'cpu') as BackendChoice, flag('model', 'tiny_resnet'), Number(flag('reps', '3')));
     return;
   }
-  const models = flag('models', 'tiny_resnet,resnet18').split(',');
+  const models = flag('models', 'tiny_resnet,resnet18,vit_tiny').split(',');
   const backends = flag('backends', 'cpu,cpu-js').split(',');
   const jsModels = flag('js-models', 'tiny_resnet').split(',');
   const reps = flag('reps', '3');
