@@ -92,8 +92,11 @@ export class VisionTransformer extends Backbone {
       const dim = this.featureDim;
       const patches = childLayer(this, 'patch_embed').forward(x);
       const [b, h, w] = patches.shape;
-      const cls = tf.broadcastTo(this.clsToken, [b, 1, dim]);
-      const tokens = tf.concat([cls, tf.reshape(patches, [b, h * w, dim])], 1);
+      // Joined token-major ([1 + hw, B, D], along the first axis) so that the concatenation's
+      // gradient is a split into contiguous blocks (a split along the token axis is a slow JS loop).
+      const cls = tf.broadcastTo(tf.reshape(this.clsToken, [1, 1, dim]), [1, b, dim]);
+      const tokenMajor = tf.concat([cls, tf.transpose(tf.reshape(patches, [b, h * w, dim]), [1, 0, 2])], 0);
+      const tokens = tf.transpose(tokenMajor, [1, 0, 2]);
       const encoded = childLayer(this, 'blocks').forward(tf.add(tokens, this.positionEmbedding(h, w)));
       const clsOut = tf.reshape(tf.slice(encoded, [0, 0, 0], [b, 1, dim]), [b, dim]);
       return childLayer(this, 'norm').forward(clsOut);

@@ -292,8 +292,7 @@ export class ReLU extends Layer {
 
 /**
  * Gaussian error linear unit, elementwise (PyTorch's default `nn.GELU()`, the exact erf form):
- * `x * Φ(x) = 0.5 x (1 + erf(x / √2))`, any shape to the same shape. Its gradient,
- * `Φ(x) + x φ(x)`, comes from tfjs's erf gradient.
+ * `x * Φ(x) = 0.5 x (1 + erf(x / √2))`, any shape to the same shape.
  */
 export class GELU extends Layer {
   forward(x: Tensor): Tensor {
@@ -301,9 +300,25 @@ export class GELU extends Layer {
   }
 }
 
-/** {@link GELU} as a function: any shape to the same shape. */
+/**
+ * {@link GELU} as a function: any shape to the same shape. Its gradient `Φ(x) + x φ(x)` is
+ * written out, so a backward pass keeps only x and Φ(x) (not every intermediate of the erf form).
+ */
 export function gelu(x: Tensor): Tensor {
-  return tf.tidy(() => tf.mul(tf.mul(x, 0.5), tf.add(tf.erf(tf.mul(x, Math.SQRT1_2)), 1)));
+  const geluFn = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
+    const [xs, save] = args as [Tensor, tf.GradSaveFunc];
+    const cdf = tf.tidy(() => tf.mul(tf.add(tf.erf(tf.mul(xs, Math.SQRT1_2)), 1), 0.5));
+    save([xs, cdf]);
+    return {
+      value: tf.mul(xs, cdf),
+      gradFunc: (dy, [saved, phi]) =>
+        tf.tidy(() => {
+          const density = tf.mul(tf.exp(tf.mul(tf.square(saved!), -0.5)), 1 / Math.sqrt(2 * Math.PI));
+          return tf.mul(dy as Tensor, tf.add(phi!, tf.mul(saved!, density)));
+        }),
+    };
+  });
+  return geluFn(x);
 }
 
 /** Flattens everything but the batch axis: `[B, ...] -> [B, prod(...)]` (NHWC order). */

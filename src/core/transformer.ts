@@ -33,6 +33,24 @@ function perToken(layer: Layer, x: Tensor): Tensor {
 }
 
 /**
+ * Softmax over the last axis, any shape to the same shape. Composed of max, subtract, exp, sum
+ * and divide (which run on the native kernels; tfjs's own Softmax kernel is pure JS), with the
+ * gradient `y ⊙ (dy − Σ dy ⊙ y)` from the saved output alone.
+ */
+export function softmaxLastAxis(x: Tensor): Tensor {
+  const softmax = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
+    const [logits, save] = args as [Tensor, tf.GradSaveFunc];
+    const y = tf.tidy(() => {
+      const e = tf.exp(tf.sub(logits, tf.max(logits, -1, true)));
+      return tf.div(e, tf.sum(e, -1, true));
+    });
+    save([y]);
+    return { value: y, gradFunc: (dy, [saved]) => tf.tidy(() => tf.mul(saved!, tf.sub(dy as Tensor, tf.sum(tf.mul(dy as Tensor, saved!), -1, true)))) };
+  });
+  return softmax(x);
+}
+
+/**
  * Multi-head self-attention (timm's `Attention`): `[B, N, D] -> [B, N, D]`.
  * `qkv` (Linear D -> 3D, features ordered (q|k|v, head, headDim)), per head
  * `softmax(q kᵀ / sqrt(headDim)) v` as batched matrix products `[B, H, N, N]`, heads
@@ -58,10 +76,10 @@ export class MultiHeadSelfAttention extends Layer {
     const [b, n] = x.shape;
     const heads = this.numHeads;
     return tf.tidy(() => {
-      const qkv = perToken(childLayer(this, 'qkv'), x);
-      // [B, N, 3D] -> three [B, H, N, headDim]
-      const [q, k, v] = tf.split(qkv, 3, 2).map((t) => tf.transpose(tf.reshape(t, [b, n, heads, this.headDim]), [0, 2, 1, 3]));
-      const weights = tf.softmax(tf.matMul(tf.mul(q, 1 / Math.sqrt(this.headDim)), k, false, true));
+      // [B, N, 3D] -> [3, B, H, N, headDim]: q, k and v are contiguous slices along the first axis.
+      const qkv = tf.transpose(tf.reshape(perToken(childLayer(this, 'qkv'), x), [b, n, 3, heads, this.headDim]), [2, 0, 3, 1, 4]);
+      const [q, k, v] = tf.unstack(qkv);
+      const weights = softmaxLastAxis(tf.matMul(tf.mul(q, 1 / Math.sqrt(this.headDim)), k, false, true));
       const mixed = tf.transpose(tf.matMul(weights, v), [0, 2, 1, 3]);
       return perToken(childLayer(this, 'proj'), tf.reshape(mixed, [b, n, this.dim]));
     });

@@ -74,6 +74,7 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
     ['Sigmoid', tf.sigmoid],
     ['Tanh', tf.tanh],
     ['Reciprocal', tf.reciprocal],
+    ['Erf', tf.erf],
   ];
   it('unary ops match the JS kernels (incl. NaN/Inf semantics)', () => {
     for (const [name, op] of unaryOps) {

@@ -82,7 +82,7 @@ Napi::Value Unary(const Napi::CallbackInfo& info) {
   const float alpha = info[3].As<Napi::Number>().FloatValue();
   const int64_t n = static_cast<int64_t>(x.length);
   need(env, y, n, "out");
-  if (op < cpu::kRelu || op > cpu::kReciprocal) throw Napi::RangeError::New(env, "unknown unary op");
+  if (op < cpu::kRelu || op > cpu::kErf) throw Napi::RangeError::New(env, "unknown unary op");
   cpu::unary(static_cast<cpu::UnaryOp>(op), x.data, y.data, n, alpha);
   return env.Undefined();
 }

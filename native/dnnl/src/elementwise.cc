@@ -106,6 +106,7 @@ struct Abs { static float f(float v, float) { return std::fabs(v); } };
 struct Sigmoid { static float f(float v, float) { return 1.f / (1.f + std::exp(-v)); } };
 struct Tanh { static float f(float v, float) { return std::tanh(v); } };
 struct Reciprocal { static float f(float v, float) { return 1.f / v; } };
+struct Erf { static float f(float v, float) { return std::erf(v); } };
 
 template <class Op>
 __attribute__((noinline)) void unaryRange(const float* __restrict x, float* __restrict y, int64_t n, float alpha) {
@@ -154,6 +155,7 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha) {
     case kSigmoid: unaryOp<Sigmoid>(x, y, n, alpha); break;
     case kTanh: unaryOp<Tanh>(x, y, n, alpha); break;
     case kReciprocal: unaryOp<Reciprocal>(x, y, n, alpha); break;
+    case kErf: unaryOp<Erf>(x, y, n, alpha); break;
   }
 }
 
