@@ -23,12 +23,17 @@ export function vitLinear(inFeatures: number, outFeatures: number, rng: Rng): Li
   return layer;
 }
 
-/** Applies a `[B·N, in] -> [B·N, out]` layer to every token: `[B, N, in] -> [B, N, out]`. */
+/**
+ * Applies a linear layer to every token, `[B, N, in] -> [B, N, out]`, as one fused matmul + bias
+ * over the `[B·N, in]` rows (the native `_FusedMatMul`).
+ */
 function perToken(layer: Layer, x: Tensor): Tensor {
+  if (!(layer instanceof Linear)) throw new Error(`expected a Linear, got ${layer.constructor.name}`);
   const [b, n, d] = x.shape;
   return tf.tidy(() => {
-    const y = layer.forward(tf.reshape(x, [b * n, d]));
-    return tf.reshape(y, [b, n, -1]);
+    const rows = tf.reshape(x, [b * n, d]) as tf.Tensor2D;
+    const y = tf.fused.matMul({ a: rows, b: layer.weight as tf.Tensor2D, bias: layer.bias });
+    return tf.reshape(y, [b, n, layer.outFeatures]);
   });
 }
 
