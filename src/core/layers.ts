@@ -6,6 +6,7 @@
  */
 import { fanIn, kaimingNormalFanOut, uniformFanIn } from './init.js';
 import { batchNormTraining } from './kernels/batch-norm.js';
+import { gelu } from './kernels/gelu.js';
 import { groupNorm } from './kernels/group-norm.js';
 import { Layer, type Module } from './module.js';
 import type { Rng } from './random.js';
@@ -300,26 +301,7 @@ export class GELU extends Layer {
   }
 }
 
-/**
- * {@link GELU} as a function: any shape to the same shape. Its gradient `Φ(x) + x φ(x)` is
- * written out, so a backward pass keeps only x and Φ(x) (not every intermediate of the erf form).
- */
-export function gelu(x: Tensor): Tensor {
-  const geluFn = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
-    const [xs, save] = args as [Tensor, tf.GradSaveFunc];
-    const cdf = tf.tidy(() => tf.mul(tf.add(tf.erf(tf.mul(xs, Math.SQRT1_2)), 1), 0.5));
-    save([xs, cdf]);
-    return {
-      value: tf.mul(xs, cdf),
-      gradFunc: (dy, [saved, phi]) =>
-        tf.tidy(() => {
-          const density = tf.mul(tf.exp(tf.mul(tf.square(saved!), -0.5)), 1 / Math.sqrt(2 * Math.PI));
-          return tf.mul(dy as Tensor, tf.add(phi!, tf.mul(saved!, density)));
-        }),
-    };
-  });
-  return geluFn(x);
-}
+export { gelu };
 
 /** Flattens everything but the batch axis: `[B, ...] -> [B, prod(...)]` (NHWC order). */
 export class Flatten extends Layer {

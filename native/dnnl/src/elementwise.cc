@@ -21,6 +21,13 @@ struct Max { static float f(float a, float b) { return (a != a || b != b) ? kNaN
 struct Min { static float f(float a, float b) { return (a != a || b != b) ? kNaN : (a < b ? a : b); } };
 // dy * step(x) as tfjs's Relu gradient computes it: NaN where x is NaN, 0 * dy where x <= 0.
 struct ReluGrad { static float f(float dy, float x) { const float r = x > 0.f ? dy : 0.f * dy; return x != x ? x : r; } };
+// GELU's gradient: dy (Φ(x) + x φ(x)), Φ / φ the standard normal CDF / density.
+struct GeluGrad {
+  static float f(float dy, float x) {
+    const float cdf = 0.5f * (1.f + std::erf(x * 0.70710678118654752f));
+    return dy * (cdf + x * 0.39894228040143268f * std::exp(-0.5f * x * x));
+  }
+};
 
 template <class Op>
 __attribute__((noinline)) void binaryRow(const float* __restrict a, int64_t sa, const float* __restrict b, int64_t sb,
@@ -107,6 +114,8 @@ struct Sigmoid { static float f(float v, float) { return 1.f / (1.f + std::exp(-
 struct Tanh { static float f(float v, float) { return std::tanh(v); } };
 struct Reciprocal { static float f(float v, float) { return 1.f / v; } };
 struct Erf { static float f(float v, float) { return std::erf(v); } };
+// GELU, exact erf form: x Φ(x) = 0.5 x (1 + erf(x / √2)).
+struct Gelu { static float f(float v, float) { return 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f)); } };
 
 template <class Op>
 __attribute__((noinline)) void unaryRange(const float* __restrict x, float* __restrict y, int64_t n, float alpha) {
@@ -137,6 +146,7 @@ void binary(BinaryOp op, const float* a, const float* b, float* out, const std::
     case kMaximum: binaryOp<Max>(a, b, out, shape, aStrides, bStrides); break;
     case kMinimum: binaryOp<Min>(a, b, out, shape, aStrides, bStrides); break;
     case kReluGrad: binaryOp<ReluGrad>(a, b, out, shape, aStrides, bStrides); break;
+    case kGeluGrad: binaryOp<GeluGrad>(a, b, out, shape, aStrides, bStrides); break;
   }
 }
 
@@ -156,6 +166,7 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha) {
     case kTanh: unaryOp<Tanh>(x, y, n, alpha); break;
     case kReciprocal: unaryOp<Reciprocal>(x, y, n, alpha); break;
     case kErf: unaryOp<Erf>(x, y, n, alpha); break;
+    case kGelu: unaryOp<Gelu>(x, y, n, alpha); break;
   }
 }
 
