@@ -1,8 +1,9 @@
 /**
  * `npm run bench:step`: the time of one SimCLR training step (two views, forward,
  * NT-Xent, backward, LARS step) for `tiny_resnet` at batch 256 on 28x28x1, CIFAR-stem
- * `resnet18` and `vit_tiny` (4 px patches) at batch 64 on 32x32x3, on ssl-zoo's engines (each in its own process) and in
- * PyTorch (`/usr/bin/python3`, Debian python3-torch) in the same run.
+ * `resnet18` and `vit_tiny` (4 px patches) at batch 64 on 32x32x3, on ssl-zoo's engines
+ * (each in its own process) and in PyTorch (`/usr/bin/python3`, Debian python3-torch) in
+ * the same run.
  *
  * Flags: --models tiny_resnet,resnet18,vit_tiny  --backends cpu,cpu-js  --reps 3  --js-reps 1
  *        --js-models tiny_resnet (the pure-JS engine is slow: resnet18 takes many minutes)
