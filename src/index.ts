@@ -10,6 +10,8 @@ export { Rng } from './core/random.js';
 export { detach } from './core/ops.js';
 export { cholesky, solveLowerTriangular } from './core/linalg.js';
 export * from './core/layers.js';
+export * from './core/transformer.js';
+export { bicubicMatrix, resizeBicubic } from './core/interpolate.js';
 export * from './backbones/index.js';
 export * from './losses/index.js';
 export * from './verify/index.js';

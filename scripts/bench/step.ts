@@ -1,12 +1,14 @@
 /**
  * `npm run bench:step`: the time of one SimCLR training step (two views, forward,
- * NT-Xent, backward, LARS step) for `tiny_resnet` at batch 256 on 28x28x1 and CIFAR-stem
- * `resnet18` at batch 64 on 32x32x3, on ssl-zoo's engines (each in its own process) and in
- * PyTorch (`/usr/bin/python3`, Debian python3-torch) in the same run.
+ * NT-Xent, backward, LARS step) for `tiny_resnet` at batch 256 on 28x28x1, CIFAR-stem
+ * `resnet18` and `vit_tiny` (4 px patches) at batch 64 on 32x32x3, on ssl-zoo's engines
+ * (each in its own process) and in PyTorch (`/usr/bin/python3`, Debian python3-torch) in
+ * the same run.
  *
- * Flags: --models tiny_resnet,resnet18  --backends cpu,cpu-js  --reps 3  --js-reps 1
+ * Flags: --models tiny_resnet,resnet18,vit_tiny  --backends cpu,cpu-js  --reps 3  --js-reps 1
  *        --js-models tiny_resnet (the pure-JS engine is slow: resnet18 takes many minutes)
  *        --threads 2 (PyTorch threads; ssl-zoo's native kernels use the process's cores)
+ *        --batch B (every model at batch B instead of its own)
  * Prints one JSON object as its last line and writes bench-results/step.json; per model:
  * `sslzoo_s` (default engine), `pytorch_s`, `ratio` = sslzoo_s / pytorch_s, and
  * `sslzoo_cpu_js_s` where measured.
@@ -19,9 +21,9 @@ import { flag, median, timeSteps, writeReport } from './common.js';
 import { buildSimclrStep, STEP_MODELS } from './simclr-step.js';
 
 /** Child process: times `reps` steps (after one warm-up step when reps > 1). */
-async function child(backend: BackendChoice, model: string, reps: number): Promise<void> {
+async function child(backend: BackendChoice, model: string, reps: number, batch: number | undefined): Promise<void> {
   const engine = await initEngine(backend);
-  const times = timeSteps(buildSimclrStep(model), reps);
+  const times = timeSteps(buildSimclrStep(model, { batch }), reps);
   process.stdout.write(`${JSON.stringify({ backend, model, native: engine.nativeKernels, seconds: median(times), steps: times })}\n`);
 }
 
@@ -32,10 +34,10 @@ function lastJson(text: string): Record<string, unknown> {
 
 async function main(): Promise<void> {
   if (process.argv.includes('--child')) {
-    await child(flag('backend', 'cpu') as BackendChoice, flag('model', 'tiny_resnet'), Number(flag('reps', '3')));
+    await child(flag('backend', 'cpu') as BackendChoice, flag('model', 'tiny_resnet'), Number(flag('reps', '3')), Number(flag('batch', '0')) || undefined);
     return;
   }
-  const models = flag('models', 'tiny_resnet,resnet18').split(',');
+  const models = flag('models', 'tiny_resnet,resnet18,vit_tiny').split(',');
   const backends = flag('backends', 'cpu,cpu-js').split(',');
   const jsModels = flag('js-models', 'tiny_resnet').split(',');
   const reps = flag('reps', '3');
@@ -46,13 +48,18 @@ async function main(): Promise<void> {
   const results: Record<string, Record<string, unknown>> = {};
   for (const model of models) {
     const spec = STEP_MODELS[model];
-    const entry: Record<string, unknown> = { batch: spec.batch, image: [spec.size, spec.size, spec.channels] };
+    const batch = Number(flag('batch', String(spec.batch)));
+    const entry: Record<string, unknown> = { batch, image: [spec.size, spec.size, spec.channels] };
     for (const backend of backends) {
       if (backend === 'cpu-js' && !jsModels.includes(model)) continue;
-      const r = spawnSync(process.execPath, [self, '--child', '--backend', backend, '--model', model, '--reps', backend === 'cpu-js' ? jsReps : reps], {
-        encoding: 'utf8',
-        maxBuffer: 1 << 24,
-      });
+      const r = spawnSync(
+        process.execPath,
+        [self, '--child', '--backend', backend, '--model', model, '--reps', backend === 'cpu-js' ? jsReps : reps, '--batch', String(batch)],
+        {
+          encoding: 'utf8',
+          maxBuffer: 1 << 24,
+        },
+      );
       if (r.status !== 0) throw new Error(`ssl-zoo ${backend} ${model} failed:\n${r.stderr}`);
       const out = lastJson(r.stdout);
       if (backend === 'cpu-js') entry.sslzoo_cpu_js_s = out.seconds;
@@ -64,7 +71,7 @@ async function main(): Promise<void> {
       }
       process.stderr.write(`${model} ${backend}: ${(out.seconds as number).toFixed(3)} s/step\n`);
     }
-    const py = spawnSync('/usr/bin/python3', [torchScript, model, String(spec.batch), String(spec.size), String(spec.channels), reps, threads], {
+    const py = spawnSync('/usr/bin/python3', [torchScript, model, String(batch), String(spec.size), String(spec.channels), reps, threads], {
       encoding: 'utf8',
     });
     if (py.status !== 0) throw new Error(`PyTorch reference failed (needs Debian python3-torch):\n${py.stderr}`);

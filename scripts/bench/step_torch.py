@@ -19,6 +19,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from gen_backbone_fixtures import TinyResNet  # noqa: E402
 from gen_optim_fixtures import SoloLARS  # noqa: E402
+from gen_vit_fixtures import ViT  # noqa: E402
 import torchvision_free_resnet as resnets  # noqa: E402  (this folder)
 
 
@@ -37,6 +38,8 @@ def main():
     torch.manual_seed(0)
     if model == "tiny_resnet":
         backbone, features = TinyResNet(channels), 128
+    elif model == "vit_tiny":
+        backbone, features = ViT(dim=192, depth=12, heads=3, mlp_ratio=4, patch=4, channels=channels, image=size), 192
     else:
         backbone, features = resnets.resnet18_cifar(channels), 512
     projector = torch.nn.Sequential(torch.nn.Linear(features, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 256))

@@ -41,4 +41,6 @@ export interface BackboneOptions {
    * which the gradient cache needs (a chunked forward then equals the full one).
    */
   norm?: NormKind;
+  /** Vision Transformers: side of the square patches in pixels (default 4, for 28-32 px images). */
+  patchSize?: number;
 }

@@ -8,6 +8,7 @@ import { Backbone, type BackboneOptions } from './base.js';
 import { mlp } from './mlp.js';
 import { resnet18, resnet50 } from './resnet.js';
 import { tinyResnet } from './tiny-resnet.js';
+import { vitSmall, vitTiny } from './vit.js';
 
 export { Backbone, type BackboneOptions } from './base.js';
 // The norm layers and helpers (GroupNorm, LayerNorm, normLayer, defaultNumGroups, NormKind,
@@ -16,6 +17,7 @@ export { Backbone, type BackboneOptions } from './base.js';
 export { BasicBlock, Bottleneck, ResNet, resnet18, resnet50, type BlockType } from './resnet.js';
 export { TinyResNet, tinyResnet } from './tiny-resnet.js';
 export { DEFAULT_MLP_HIDDEN, MlpBackbone, mlp } from './mlp.js';
+export { DEFAULT_VIT_PATCH_SIZE, PatchEmbed, VisionTransformer, vitSmall, vitTiny, type VitConfig } from './vit.js';
 
 /** Builds a backbone from the shared options. */
 export type BackboneFactory = (options: BackboneOptions) => Backbone;
@@ -37,6 +39,8 @@ registerBackbone('resnet18', resnet18);
 registerBackbone('resnet50', resnet50);
 registerBackbone('tiny_resnet', tinyResnet);
 registerBackbone('mlp', mlp);
+registerBackbone('vit_tiny', vitTiny);
+registerBackbone('vit_small', vitSmall);
 
 /**
  * The backbone registered as `name`, mapping `[B, imageSize, imageSize, inChannels]` to
@@ -51,6 +55,10 @@ export function createBackbone(name: string, options: BackboneOptions): Backbone
   }
   if (options.norm !== undefined && !NORM_KINDS.includes(options.norm)) {
     throw invalidValue('norm', options.norm, NORM_KINDS.join(' | '));
+  }
+  const { patchSize, imageSize } = options;
+  if (patchSize !== undefined && !(Number.isInteger(patchSize) && patchSize >= 1 && patchSize <= imageSize)) {
+    throw invalidValue('patchSize', patchSize, `an integer from 1 to the image size ${imageSize}`);
   }
   return factory(options);
 }

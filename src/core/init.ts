@@ -26,3 +26,17 @@ export function uniformFanIn(shape: number[], fan: number, rng: Rng): Tensor {
 function sizeOf(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
+
+/**
+ * timm's `trunc_normal_(std=std)` (ViT linear weights, position embeddings): N(0, std²) with
+ * draws outside the ABSOLUTE bounds [lo, hi] (default ±2, timm's) redrawn.
+ */
+export function truncNormal(shape: number[], std: number, rng: Rng, lo = -2, hi = 2): Tensor {
+  const values = new Float32Array(sizeOf(shape));
+  for (let i = 0; i < values.length; i++) {
+    let v = std * rng.normal();
+    while (v < lo || v > hi) v = std * rng.normal();
+    values[i] = v;
+  }
+  return tf.tensor(values, shape);
+}

@@ -6,6 +6,7 @@
  */
 import { fanIn, kaimingNormalFanOut, uniformFanIn } from './init.js';
 import { batchNormTraining } from './kernels/batch-norm.js';
+import { gelu } from './kernels/gelu.js';
 import { groupNorm } from './kernels/group-norm.js';
 import { Layer, type Module } from './module.js';
 import type { Rng } from './random.js';
@@ -292,8 +293,7 @@ export class ReLU extends Layer {
 
 /**
  * Gaussian error linear unit, elementwise (PyTorch's default `nn.GELU()`, the exact erf form):
- * `x * Φ(x) = 0.5 x (1 + erf(x / √2))`, any shape to the same shape. Its gradient,
- * `Φ(x) + x φ(x)`, comes from tfjs's erf gradient.
+ * `x * Φ(x) = 0.5 x (1 + erf(x / √2))`, any shape to the same shape.
  */
 export class GELU extends Layer {
   forward(x: Tensor): Tensor {
@@ -301,10 +301,7 @@ export class GELU extends Layer {
   }
 }
 
-/** {@link GELU} as a function: any shape to the same shape. */
-export function gelu(x: Tensor): Tensor {
-  return tf.tidy(() => tf.mul(tf.mul(x, 0.5), tf.add(tf.erf(tf.mul(x, Math.SQRT1_2)), 1)));
-}
+export { gelu };
 
 /** Flattens everything but the batch axis: `[B, ...] -> [B, prod(...)]` (NHWC order). */
 export class Flatten extends Layer {

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { registerCpuKernelInstaller } from './engine.js';
 import { packageRoot } from './package-root.js';
 import { batchNormKernels, registerBatchNormGradient } from './kernels/batch-norm.js';
+import { geluKernels } from './kernels/gelu.js';
 import { groupNormKernels, registerGroupNormGradient } from './kernels/group-norm.js';
 import type { DnnlAddon, KernelArgs, NativeKernel } from './kernels/common.js';
 import { convKernels } from './kernels/conv.js';
@@ -52,8 +53,8 @@ export { groupNorm } from './kernels/group-norm.js';
 
 /** Native replacements of tfjs cpu kernels (the JS kernel stays as their fallback). */
 const REPLACING: NativeKernel[] = [...matmulKernels, ...convKernels, ...cpuOpKernels];
-/** Kernels that tfjs does not have (fused training batch norm, ReLU gradient), added with the others. */
-const ADDING: NativeKernel[] = [...batchNormKernels, ...groupNormKernels, reluGradKernel];
+/** Kernels that tfjs does not have (fused training batch norm, ReLU gradient, GELU), added with the others. */
+const ADDING: NativeKernel[] = [...batchNormKernels, ...groupNormKernels, reluGradKernel, ...geluKernels];
 
 /** Names of the tfjs kernels that have a native implementation. */
 export const NATIVE_KERNEL_NAMES: readonly string[] = REPLACING.map((k) => k.kernelName);

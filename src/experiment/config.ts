@@ -74,7 +74,7 @@ export class TrainConfig {
   })
   @IsObject()
   methodArgs: Record<string, number> = {};
-  @Flag('<name>', 'backbone: resnet18, resnet50, tiny_resnet, mlp') @IsString() backbone = 'tiny_resnet';
+  @Flag('<name>', 'backbone: resnet18, resnet50, tiny_resnet, mlp, vit_tiny, vit_small') @IsString() backbone = 'tiny_resnet';
   @Flag('<bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)') @IsOptional() @IsBoolean() cifarStem?: boolean;
   @Flag('<name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100, or folder (your images in --data-dir)') @IsString() dataset = 'synthetic';
   @Flag('<dir>', 'dataset directory (fashion-mnist default: /usr/share/datasets/fashion-mnist; folder: DIR/<class>/*.{jpg,jpeg,png,webp})')

@@ -133,7 +133,7 @@ function checkCropSizes(backbone: Backbone, crops: CropGroup[], name: string): B
     throw invalidValue(
       '--crops',
       formatCrops(crops),
-      `crops of ${size} px only with --backbone ${name}, which takes ${size} x ${size} images (tiny_resnet, resnet18 and resnet50 pool globally: any crop size)`,
+      `crops of ${size} px only with --backbone ${name}, which takes ${size} x ${size} images (tiny_resnet, resnet18 and resnet50 pool globally, the ViTs resize their position embeddings: any crop size)`,
     );
   }
   return backbone;

@@ -8,7 +8,7 @@
  * Shapes in the graph are per sample and channels last: `[H, W, C]` for feature maps,
  * `[F]` for vectors (the batch axis is implicit).
  */
-import { BasicBlock, Bottleneck, MlpBackbone, ResNet, TinyResNet } from '../backbones/index.js';
+import { BasicBlock, Bottleneck, MlpBackbone, ResNet, TinyResNet, VisionTransformer } from '../backbones/index.js';
 import { UserError } from '../core/errors.js';
 import { BatchNorm, childLayer, Conv2d, Flatten, GlobalAvgPool, GroupNorm, Identity, LayerNorm, Linear, MaxPool2d, ReLU, Sequential } from '../core/layers.js';
 import type { Layer } from '../core/module.js';
@@ -208,6 +208,12 @@ export function buildExportGraph(source: ExportSource): ExportGraph {
   const stats = (v: readonly number[]): Param => ({ values: Float32Array.from(perChannel(v)), shape: [channels] });
   const input: Ref = { name: 'images', shape: [...source.inputShape] };
   const normalized = b.add('input_normalization', { kind: 'normalize', mean: stats(source.mean), std: stats(source.std) }, [input], input.shape);
+  if (source.backbone instanceof VisionTransformer) {
+    throw unsupported(
+      'backbone',
+      'Vision Transformers (vit_tiny, vit_small) have no tfjs/ONNX export mapping yet; export supports resnet18, resnet50, tiny_resnet and mlp',
+    );
+  }
   const features = lower(b, source.backbone, 'backbone', normalized);
   if (features.shape.length !== 1) throw unsupported('backbone', `its output is not a feature vector but [${features.shape}]`);
   const outputs = [{ name: 'features', node: features.name }];

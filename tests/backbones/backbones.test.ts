@@ -215,11 +215,11 @@ describe('backbones', () => {
 
     it('rejects an unknown name with a UserError naming the field, the value and the choices', () => {
       assert.throws(
-        () => build('vit_tiny'),
+        () => build('vit_huge'),
         (e: unknown) =>
           e instanceof UserError &&
-          e.message.startsWith('backbone: "vit_tiny" is not allowed') &&
-          e.message.includes('resnet18 | resnet50 | tiny_resnet | mlp'),
+          e.message.startsWith('backbone: "vit_huge" is not allowed') &&
+          e.message.includes('resnet18 | resnet50 | tiny_resnet | mlp | vit_tiny | vit_small'),
       );
     });
 

@@ -10,6 +10,7 @@ import { initEngine } from '../../src/core/engine.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { maxAbsDiff } from '../core/helpers.js';
+import { hashUniform, nameKey } from '../helpers/hash-values.js';
 
 interface Fixture {
   input: [number, number, number, number];
@@ -21,27 +22,6 @@ interface Fixture {
 }
 
 const fixture = JSON.parse(readFileSync(new URL('../../../tests/fixtures/backbones/tiny-resnet-torch.json', import.meta.url), 'utf8')) as Fixture;
-
-function nameKey(name: string): number {
-  let k = 0;
-  for (const c of name) k = (Math.imul(k, 31) + c.charCodeAt(0)) >>> 0;
-  return k;
-}
-
-/** `n` values in [-1, 1): the generator script's murmur3-finalised hash of (index, key). */
-function hashUniform(key: number, n: number): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    let h = (Math.imul(i, 0x9e3779b1) + key) >>> 0;
-    h = (h ^ (h >>> 16)) >>> 0;
-    h = Math.imul(h, 0x85ebca6b) >>> 0;
-    h = (h ^ (h >>> 13)) >>> 0;
-    h = Math.imul(h, 0xc2b2ae35) >>> 0;
-    h = (h ^ (h >>> 16)) >>> 0;
-    out.push((h / 2 ** 32) * 2 - 1);
-  }
-  return out;
-}
 
 /** The script's weights: convolutions u·sqrt(6 / fanOut) in PyTorch's [out, in, kh, kw] order; γ = 1 + u/4, β = u/4. */
 function fill(net: TinyResNet): void {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { gelu } from '../../src/core/layers.js';
 import { tf, type Tensor, type Tensor4D } from '../../src/core/tf.js';
 import { assertClose, assertRanNatively, bothEngines, randn, requireNativeKernels } from './helpers.js';
 
@@ -74,6 +75,7 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
     ['Sigmoid', tf.sigmoid],
     ['Tanh', tf.tanh],
     ['Reciprocal', tf.reciprocal],
+    ['Erf', tf.erf],
   ];
   it('unary ops match the JS kernels (incl. NaN/Inf semantics)', () => {
     for (const [name, op] of unaryOps) {
@@ -193,6 +195,17 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
     });
     assertClose(r, 'relu gradient', 0);
     assertRanNatively(r.stats, 'SslZooReluGrad', 'relu gradient');
+  });
+
+  it('GELU runs as one native kernel each way and matches the composed tfjs form (values and gradient)', () => {
+    const r = bothEngines(() => {
+      const x = randn([4, 65, 96], 3, 3);
+      const w = randn([4, 65, 96], 4);
+      return [gelu(x), tf.grad((a: Tensor) => tf.sum(tf.mul(gelu(a), w)))(x)];
+    });
+    assertClose(r, 'gelu', 1e-6);
+    assertRanNatively(r.stats, 'SslZooGelu', 'gelu');
+    assertRanNatively(r.stats, 'SslZooGeluGrad', 'gelu gradient');
   });
 
   it('leaves non-float32 tensors to the JS kernels', () => {

@@ -69,7 +69,7 @@ Napi::Value Binary(const Napi::CallbackInfo& info) {
   need(env, a, lastA + 1, "a");
   need(env, b, lastB + 1, "b");
   need(env, out, product(shape), "out");
-  if (op < cpu::kAdd || op > cpu::kReluGrad) throw Napi::RangeError::New(env, "unknown binary op");
+  if (op < cpu::kAdd || op > cpu::kGeluGrad) throw Napi::RangeError::New(env, "unknown binary op");
   cpu::binary(static_cast<cpu::BinaryOp>(op), a.data, b.data, out.data, shape, sa, sb);
   return env.Undefined();
 }
@@ -82,7 +82,7 @@ Napi::Value Unary(const Napi::CallbackInfo& info) {
   const float alpha = info[3].As<Napi::Number>().FloatValue();
   const int64_t n = static_cast<int64_t>(x.length);
   need(env, y, n, "out");
-  if (op < cpu::kRelu || op > cpu::kReciprocal) throw Napi::RangeError::New(env, "unknown unary op");
+  if (op < cpu::kRelu || op > cpu::kGelu) throw Napi::RangeError::New(env, "unknown unary op");
   cpu::unary(static_cast<cpu::UnaryOp>(op), x.data, y.data, n, alpha);
   return env.Undefined();
 }

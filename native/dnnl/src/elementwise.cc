@@ -19,8 +19,32 @@ struct SqDiff { static float f(float a, float b) { const float d = a - b; return
 // Math.max / Math.min: NaN if either is NaN.
 struct Max { static float f(float a, float b) { return (a != a || b != b) ? kNaN : (a > b ? a : b); } };
 struct Min { static float f(float a, float b) { return (a != a || b != b) ? kNaN : (a < b ? a : b); } };
+// erf in float32 as a rational function of x on [-4, 4] (±1 to float precision beyond; NaN stays
+// NaN): Eigen's / XLA's approximation, a few ulp from std::erf, and free of calls so loops vectorise.
+inline float fastErf(float v) {
+  const float x = v < -4.f ? -4.f : (v > 4.f ? 4.f : v);
+  const float x2 = x * x;
+  float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+  p = x2 * p + -2.10102402082508e-06f;
+  p = x2 * p + -5.69250639462346e-05f;
+  p = x2 * p + -7.34990630326855e-04f;
+  p = x2 * p + -2.95459980854025e-03f;
+  p = x2 * p + -1.60960333262415e-02f;
+  float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+  q = x2 * q + -1.68282697438203e-03f;
+  q = x2 * q + -7.37332916720468e-03f;
+  q = x2 * q + -1.42647390514189e-02f;
+  return x * p / q;
+}
 // dy * step(x) as tfjs's Relu gradient computes it: NaN where x is NaN, 0 * dy where x <= 0.
 struct ReluGrad { static float f(float dy, float x) { const float r = x > 0.f ? dy : 0.f * dy; return x != x ? x : r; } };
+// GELU's gradient: dy (Φ(x) + x φ(x)), Φ / φ the standard normal CDF / density.
+struct GeluGrad {
+  static float f(float dy, float x) {
+    const float cdf = 0.5f * (1.f + fastErf(x * 0.70710678118654752f));
+    return dy * (cdf + x * 0.39894228040143268f * std::exp(-0.5f * x * x));
+  }
+};
 
 template <class Op>
 __attribute__((noinline)) void binaryRow(const float* __restrict a, int64_t sa, const float* __restrict b, int64_t sb,
@@ -106,6 +130,9 @@ struct Abs { static float f(float v, float) { return std::fabs(v); } };
 struct Sigmoid { static float f(float v, float) { return 1.f / (1.f + std::exp(-v)); } };
 struct Tanh { static float f(float v, float) { return std::tanh(v); } };
 struct Reciprocal { static float f(float v, float) { return 1.f / v; } };
+struct Erf { static float f(float v, float) { return fastErf(v); } };
+// GELU, exact erf form: x Φ(x) = 0.5 x (1 + erf(x / √2)).
+struct Gelu { static float f(float v, float) { return 0.5f * v * (1.f + fastErf(v * 0.70710678118654752f)); } };
 
 template <class Op>
 __attribute__((noinline)) void unaryRange(const float* __restrict x, float* __restrict y, int64_t n, float alpha) {
@@ -136,6 +163,7 @@ void binary(BinaryOp op, const float* a, const float* b, float* out, const std::
     case kMaximum: binaryOp<Max>(a, b, out, shape, aStrides, bStrides); break;
     case kMinimum: binaryOp<Min>(a, b, out, shape, aStrides, bStrides); break;
     case kReluGrad: binaryOp<ReluGrad>(a, b, out, shape, aStrides, bStrides); break;
+    case kGeluGrad: binaryOp<GeluGrad>(a, b, out, shape, aStrides, bStrides); break;
   }
 }
 
@@ -154,6 +182,8 @@ void unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha) {
     case kSigmoid: unaryOp<Sigmoid>(x, y, n, alpha); break;
     case kTanh: unaryOp<Tanh>(x, y, n, alpha); break;
     case kReciprocal: unaryOp<Reciprocal>(x, y, n, alpha); break;
+    case kErf: unaryOp<Erf>(x, y, n, alpha); break;
+    case kGelu: unaryOp<Gelu>(x, y, n, alpha); break;
   }
 }
 

@@ -8,9 +8,9 @@
 
 namespace sz::cpu {
 
-enum BinaryOp { kAdd, kSub, kMul, kDiv, kSquaredDiff, kMaximum, kMinimum, kReluGrad };
+enum BinaryOp { kAdd, kSub, kMul, kDiv, kSquaredDiff, kMaximum, kMinimum, kReluGrad, kGeluGrad };
 
-enum UnaryOp { kRelu, kRelu6, kStep, kSquare, kNeg, kSqrt, kRsqrt, kExp, kLog, kAbs, kSigmoid, kTanh, kReciprocal };
+enum UnaryOp { kRelu, kRelu6, kStep, kSquare, kNeg, kSqrt, kRsqrt, kExp, kLog, kAbs, kSigmoid, kTanh, kReciprocal, kErf, kGelu };
 
 /**
  * out[i] = op(a[...], b[...]) over `shape` (the output's), with per-dim element strides of

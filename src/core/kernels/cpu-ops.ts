@@ -111,6 +111,7 @@ const UNARY_OPS: Record<string, number> = {
   Sigmoid: 10,
   Tanh: 11,
   Reciprocal: 12,
+  Erf: 13,
 };
 
 function unaryKernel(kernelName: string): NativeKernel {
