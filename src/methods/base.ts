@@ -272,6 +272,15 @@ export abstract class BaseMethod extends Module {
     return this.namedModules().filter((entry): entry is [string, FeatureQueue] => entry[1] instanceof FeatureQueue);
   }
 
+  /**
+   * Tells the method that the coming loss calls (one per micro-batch, in order) see their
+   * batch's samples in another order than the batch its random draws are keyed to: row i is
+   * row `orders[k][i]` of that batch. `verify` calls it for its round-off twins, which train on
+   * reordered batches; a method whose loss draws over batch positions (W-MSE's sub-batches)
+   * maps its draws to the same samples. Nothing to do for the others.
+   */
+  presentSampleOrders(_orders: Int32Array[]): void {}
+
   /** Values to log after each step besides the loss terms (e.g. the EMA tau). */
   stepLogs(): Record<string, number> {
     return {};

@@ -16,6 +16,7 @@ import { SimCLR } from './simclr.js';
 import { SimSiam } from './simsiam.js';
 import { SupCon } from './supcon.js';
 import { VICReg } from './vicreg.js';
+import { WMSE } from './wmse.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -110,6 +111,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   nnclr: NNCLR,
   nnbyol: NNBYOL,
   nnsiam: NNSiam,
+  wmse: WMSE,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 
