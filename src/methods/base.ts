@@ -2,6 +2,7 @@ import { Module } from '../core/module.js';
 import { detach, l2NormalizeRows } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
+import { IterNorm } from '../core/iter-norm.js';
 import { BatchNorm, Linear, type NormKind } from '../core/layers.js';
 import type { Backbone } from '../backbones/index.js';
 import { jobWorldSize, withProcessGroup, type ProcessGroup } from '../core/process-group.js';
@@ -287,9 +288,12 @@ export abstract class BaseMethod extends Module {
   }
 }
 
-/** Whether `module` contains batch norm in training mode (which couples the samples of a batch). */
+/**
+ * Whether `module` contains batch norm or IterNorm (batch whitening) in training mode, which
+ * couple the samples of a batch.
+ */
 export function hasBatchNorm(module: Module): boolean {
-  return module.namedModules().some(([, m]) => m instanceof BatchNorm && m.training);
+  return module.namedModules().some(([, m]) => (m instanceof BatchNorm || m instanceof IterNorm) && m.training);
 }
 
 /**

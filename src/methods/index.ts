@@ -19,4 +19,5 @@ export * from './vicreg.js';
 export * from './supcon.js';
 export * from './dcl.js';
 export * from './wmse.js';
+export * from './vibcreg.js';
 export * from './registry.js';

@@ -8,10 +8,12 @@ import { SMALL_RUN } from './helpers.js';
 const REGS_METHODS = fileURLToPath(new URL('../methods/regs-methods.js', import.meta.url));
 
 /**
- * `ssl-train verify` for W-MSE on 2 and 3 real ranks over Gloo (each rank its own samples,
+ * `ssl-train verify` for W-MSE and VIbCReg on 2 and 3 real ranks over Gloo (each rank its own samples,
  * global batch 24): loss, gradients, parameters and buffers (the loss-call counter included)
  * over 3 steps equal one process on the global batch; and the same check fails when each
- * rank whitens its own batch (`wmse_local`). The small setting of training.test.ts: mlp
+ * rank whitens its own batch (`wmse_local`), or when VIbCReg's IterNorm keeps per-rank
+ * statistics (`--sync-batchnorm false` with `--norm layer`, which leaves IterNorm the only
+ * layer coupling the samples). The small setting of training.test.ts: mlp
  * backbone (batch norm everywhere, SyncBatchNorm), synthetic 16x16 data, small heads.
  */
 function verify(args: string[]): { status: number | null; stdout: string; stderr: string } {
@@ -67,5 +69,30 @@ describe('wmse: data-parallel training equals one process on the global batch', 
     const r = verify(['--method', 'wmse_local', ...WMSE_ARGS, '--devices', '2']);
     assert.equal(r.status, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /FAILED: the worst difference is [0-9.]+ of its bound/);
+  });
+});
+
+/** A projector 32-32-16 ending with IterNorm in 4 groups of 4. */
+const VIBCREG_ARGS = ['--method', 'vibcreg', '--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16', '--method-arg', 'iternormGroups=4'];
+
+describe('vibcreg: data-parallel training equals one process on the global batch (SyncIterNorm)', function () {
+  this.timeout(300_000);
+
+  for (const devices of [2, 3]) {
+    it(`ssl-train verify --devices ${devices} passes (IterNorm converted to SyncIterNorm with the batch norms)`, () => {
+      const r = verify([...VIBCREG_ARGS, '--devices', String(devices)]);
+      assert.equal(r.status, 0, r.stdout + r.stderr);
+      assert.match(r.stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
+      assert.equal(stepRows(r.stdout), 3);
+    });
+  }
+
+  it('with per-sample norms elsewhere (--norm layer), IterNorm alone couples the samples: passes with SyncIterNorm, fails with per-rank statistics (--sync-batchnorm false)', () => {
+    const synced = verify([...VIBCREG_ARGS, '--norm', 'layer', '--devices', '2']);
+    assert.equal(synced.status, 0, synced.stdout + synced.stderr);
+    assert.match(synced.stdout, /PASSED/);
+    const local = verify([...VIBCREG_ARGS, '--norm', 'layer', '--sync-batchnorm', 'false', '--devices', '2']);
+    assert.equal(local.status, 1, local.stdout + local.stderr);
+    assert.match(local.stdout, /FAILED: the worst difference is [0-9.]+ of its bound/);
   });
 });
