@@ -9,6 +9,7 @@ export { Module, Layer, type StateDict } from './core/module.js';
 export { Rng } from './core/random.js';
 export { detach } from './core/ops.js';
 export { cholesky, solveLowerTriangular } from './core/linalg.js';
+export { IterNorm, iterNormGroups, type IterNormOptions } from './core/iter-norm.js';
 export * from './core/layers.js';
 export * from './core/transformer.js';
 export { bicubicMatrix, resizeBicubic } from './core/interpolate.js';

@@ -3,11 +3,13 @@
  * batch of all ranks, so that a W-rank step equals a one-process step on the concatenated
  * batch, forward and backward.
  */
+import { IterNorm } from '../core/iter-norm.js';
 import { BatchNorm, type BatchMoments, type BatchNormOptions } from '../core/layers.js';
 import type { Module } from '../core/module.js';
 import { tf, type Tensor } from '../core/tf.js';
 import { allGather } from './collectives.js';
 import type { ProcessGroup } from '../core/process-group.js';
+import { SyncIterNorm } from './sync-iter-norm.js';
 
 /**
  * {@link BatchNorm} whose training-mode statistics are those of the global batch over every
@@ -76,10 +78,11 @@ export class SyncBatchNorm extends BatchNorm {
 
 /**
  * Replaces every {@link BatchNorm} in the tree under `root` (not `root` itself) by a
- * {@link SyncBatchNorm} on `group`, copying parameters, buffers and mode (see
- * {@link SyncBatchNorm.fromBatchNorm}), and disposes the replaced layers' variables. Layers
- * that already are SyncBatchNorm are left alone; a layer registered under several parents
- * becomes one shared SyncBatchNorm. Returns how many batch norms were converted.
+ * {@link SyncBatchNorm} on `group`, and every {@link IterNorm} by a {@link SyncIterNorm},
+ * copying parameters, buffers and mode (see {@link SyncBatchNorm.fromBatchNorm}), and disposes
+ * the replaced layers' variables. Layers that already are synchronised are left alone; a layer
+ * registered under several parents becomes one shared synchronised layer. Returns how many
+ * layers were converted.
  *
  * Call it before creating the optimizer (the parameters are new variables). Containers look
  * their children up by name, so the conversion takes effect on the next forward.
@@ -88,16 +91,18 @@ export function convertSyncBatchNorm(root: Module, group: ProcessGroup): number 
   if (root instanceof BatchNorm) {
     throw new Error('convertSyncBatchNorm: the root module is itself a BatchNorm; convert the module that contains it');
   }
-  const converted = new Map<BatchNorm, SyncBatchNorm>();
+  const converted = new Map<Module, Module>();
+  const synchronised = (layer: Module): Module | undefined => {
+    if (layer instanceof BatchNorm && !(layer instanceof SyncBatchNorm)) return SyncBatchNorm.fromBatchNorm(layer, group);
+    if (layer instanceof IterNorm && !(layer instanceof SyncIterNorm)) return SyncIterNorm.fromIterNorm(layer, group);
+    return undefined;
+  };
   const parents = root.namedModules().map(([, m]) => m);
   for (const parent of parents) {
     for (const [name, child] of parent.namedChildren()) {
-      if (!(child instanceof BatchNorm) || child instanceof SyncBatchNorm) continue;
-      let sync = converted.get(child);
-      if (!sync) {
-        sync = SyncBatchNorm.fromBatchNorm(child, group);
-        converted.set(child, sync);
-      }
+      const sync = converted.get(child) ?? synchronised(child);
+      if (!sync) continue;
+      converted.set(child, sync);
       parent.replaceModule(name, sync);
     }
   }

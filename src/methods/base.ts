@@ -2,6 +2,7 @@ import { Module } from '../core/module.js';
 import { detach, l2NormalizeRows } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
+import { IterNorm } from '../core/iter-norm.js';
 import { BatchNorm, Linear, type NormKind } from '../core/layers.js';
 import type { Backbone } from '../backbones/index.js';
 import { jobWorldSize, withProcessGroup, type ProcessGroup } from '../core/process-group.js';
@@ -272,15 +273,27 @@ export abstract class BaseMethod extends Module {
     return this.namedModules().filter((entry): entry is [string, FeatureQueue] => entry[1] instanceof FeatureQueue);
   }
 
+  /**
+   * Tells the method that the coming loss calls (one per micro-batch, in order) see their
+   * batch's samples in another order than the batch its random draws are keyed to: row i is
+   * row `orders[k][i]` of that batch. `verify` calls it for its round-off twins, which train on
+   * reordered batches; a method whose loss draws over batch positions (W-MSE's sub-batches)
+   * maps its draws to the same samples. Nothing to do for the others.
+   */
+  presentSampleOrders(_orders: Int32Array[]): void {}
+
   /** Values to log after each step besides the loss terms (e.g. the EMA tau). */
   stepLogs(): Record<string, number> {
     return {};
   }
 }
 
-/** Whether `module` contains batch norm in training mode (which couples the samples of a batch). */
+/**
+ * Whether `module` contains batch norm or IterNorm (batch whitening) in training mode, which
+ * couple the samples of a batch.
+ */
 export function hasBatchNorm(module: Module): boolean {
-  return module.namedModules().some(([, m]) => m instanceof BatchNorm && m.training);
+  return module.namedModules().some(([, m]) => (m instanceof BatchNorm || m instanceof IterNorm) && m.training);
 }
 
 /**

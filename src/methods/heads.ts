@@ -1,4 +1,4 @@
-import { BatchNorm, LayerNorm, Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
+import { BatchNorm, GELU, LayerNorm, Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
 import type { Layer } from '../core/module.js';
 import type { Rng } from '../core/random.js';
 
@@ -31,25 +31,30 @@ export interface MlpHeadOptions {
    * it, as SimSiam's heads do (batch norm cancels it).
    */
   biasBeforeNorm?: boolean;
+  /** The hidden layers' activation: `relu` (default) or `gelu` (VIbCReg's projector). */
+  activation?: 'relu' | 'gelu';
+  /** A layer appended after the last Linear and its output norm (VIbCReg's IterNorm). */
+  outputLayer?: Layer;
 }
 
 /**
  * An MLP head `[B, dims[0]] -> [B, dims.at(-1)]`: for each hidden width, Linear -> Norm ->
- * ReLU; then a Linear to the output width (and the optional output norm). `dims` =
+ * ReLU (or GELU); then a Linear to the output width (and the optional output norm and output layer). `dims` =
  * `[in, hidden..., out]`, e.g. BYOL's projector `[F, 4096, 256]`, VICReg's expander
  * `[F, 2048, 2048, 2048]`.
  */
 export function mlpHead(dims: number[], options: MlpHeadOptions): Sequential {
   if (dims.length < 2) throw new Error(`mlpHead: needs at least an input and an output width, got [${dims.join(', ')}]`);
-  const { rng, norm, hiddenNorm = true, outputNorm, bias = true, biasBeforeNorm = true } = options;
+  const { rng, norm, hiddenNorm = true, outputNorm, bias = true, biasBeforeNorm = true, activation = 'relu', outputLayer } = options;
   const layers: Layer[] = [];
   for (let i = 1; i < dims.length - 1; i++) {
     layers.push(new Linear(dims[i - 1]!, dims[i]!, { rng, bias: bias && (biasBeforeNorm || !hiddenNorm) }));
     if (hiddenNorm) layers.push(headNorm(norm, dims[i]!));
-    layers.push(new ReLU());
+    layers.push(activation === 'gelu' ? new GELU() : new ReLU());
   }
   const out = dims[dims.length - 1]!;
   layers.push(new Linear(dims[dims.length - 2]!, out, { rng, bias: bias && (biasBeforeNorm || !outputNorm) }));
   if (outputNorm) layers.push(norm === 'batch' ? new BatchNorm(out, { affine: outputNorm === 'affine' }) : new LayerNorm(out));
+  if (outputLayer) layers.push(outputLayer);
   return new Sequential(...layers);
 }

@@ -18,4 +18,6 @@ export * from './nnsiam.js';
 export * from './vicreg.js';
 export * from './supcon.js';
 export * from './dcl.js';
+export * from './wmse.js';
+export * from './vibcreg.js';
 export * from './registry.js';

@@ -16,6 +16,8 @@ import { SimCLR } from './simclr.js';
 import { SimSiam } from './simsiam.js';
 import { SupCon } from './supcon.js';
 import { VICReg } from './vicreg.js';
+import { VIbCReg } from './vibcreg.js';
+import { WMSE } from './wmse.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -110,6 +112,8 @@ const BUILT_IN: Record<string, MethodClass> = {
   nnclr: NNCLR,
   nnbyol: NNBYOL,
   nnsiam: NNSiam,
+  wmse: WMSE,
+  vibcreg: VIbCReg,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

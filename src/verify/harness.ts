@@ -236,6 +236,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
       if (!reference || !referenceLoader) continue;
       const batches = await stepBatches(referenceLoader, s);
       const run = (r: OneProcessRun, b: MultiViewBatch[], orders?: Int32Array[]) => {
+        if (orders) r.method.presentSampleOrders(orders);
         const out = step(r.task, r.optimizer, b, single);
         r.task.onTrainBatchEnd(progress);
         // A twin's queues got its samples in its order: put them in the reference's.

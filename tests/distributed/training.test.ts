@@ -153,7 +153,7 @@ describe('data-parallel training equals one process on the global batch', functi
     // The gradient cache with batch norm is refused in verify as in training.
     const bn = runCli(['verify', ...SMALL_RUN, ...HEADS.simclr, '--devices', '2', '--batch-size', '24', '--grad-cache-chunk', '5'], 120_000);
     assert.equal(bn.status, 2, bn.stdout + bn.stderr);
-    assert.match(bn.stderr, /--grad-cache-chunk: batch norm in training mode couples the samples/);
+    assert.match(bn.stderr, /--grad-cache-chunk: batch norm \(or IterNorm\) in training mode couples the samples/);
   });
 
   it('verify --dump writes every step: inputs, both states before it and both gradients, as .npy files', () => {
