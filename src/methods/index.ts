@@ -18,4 +18,6 @@ export * from './nnsiam.js';
 export * from './vicreg.js';
 export * from './supcon.js';
 export * from './dcl.js';
+export * from './cluster-memory.js';
+export * from './deepclusterv2.js';
 export * from './registry.js';
