@@ -1,3 +1,4 @@
+import { invalidValue } from '../core/errors.js';
 import { Module } from '../core/module.js';
 import { detach, l2NormalizeRows } from '../core/ops.js';
 import { Rng } from '../core/random.js';
@@ -131,7 +132,7 @@ export class ClusterMemory extends Module {
     const samples = Int32Array.from(seen);
     if (samples.length === 0) return;
     if (samples.length < k) {
-      throw new Error(`deepclusterv2: ${samples.length} samples were seen in epoch ${epoch - 1} but each head has ${k} prototypes; use at most ${samples.length} (--method-arg num_prototypes=...)`);
+      throw invalidValue('method_args.num_prototypes', k, `at most ${samples.length}, the samples seen in epoch ${epoch - 1} (k-means needs a row per initial centroid)`);
     }
     const assignments = new Int32Array(heads * n).fill(-1);
     const prototypes = new Float32Array(heads * k * dim);

@@ -1,3 +1,4 @@
+import { invalidValue } from '../core/errors.js';
 import type { Module } from '../core/module.js';
 import type { Sequential } from '../core/layers.js';
 import { l2NormalizeRows } from '../core/ops.js';
@@ -49,6 +50,9 @@ export class DeepClusterV2 extends BaseMethod {
     super(ctx);
     const { projHiddenDim, projOutputDim, numPrototypes, heads } = this.args;
     if (ctx.datasetSize === undefined) throw new Error('DeepClusterV2: needs the training set size (MethodContext.datasetSize) for its memory bank');
+    if (numPrototypes > ctx.datasetSize) {
+      throw invalidValue('method_args.num_prototypes', numPrototypes, `at most ${ctx.datasetSize}, the samples in the training set`);
+    }
     this.projector = this.addModule('projector', mlpHead([this.backbone.featureDim, projHiddenDim, projOutputDim], { norm: this.norm, rng: ctx.rng }));
     this.memory = this.addModule(
       'memory',
