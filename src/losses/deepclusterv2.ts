@@ -34,7 +34,9 @@ export function deepClusterV2Loss(scores: tf.Tensor2D[], targets: Int32Array[], 
   scores.forEach((s, h) => {
     const t = targets[h]!;
     if (s.rank !== 2 || t.length !== b || b === 0 || s.shape[0] % b !== 0) {
-      throw new Error(`deepClusterV2Loss: head ${h}: scores [${s.shape.join(', ')}] must be [V·B, K] for targets of length B = ${t.length} (B equal over heads, >= 1)`);
+      throw new Error(
+        `deepClusterV2Loss: head ${h}: scores [${s.shape.join(', ')}] must be [V·B, K] for targets of length B = ${t.length} (B equal over heads, >= 1)`,
+      );
     }
     if (t.some((c) => c < -1 || c >= s.shape[1])) throw new RangeError(`deepClusterV2Loss: head ${h}: targets must be -1 or clusters in 0..${s.shape[1] - 1}`);
   });
@@ -46,7 +48,13 @@ export function deepClusterV2Loss(scores: tf.Tensor2D[], targets: Int32Array[], 
     const terms = scores.map((s, h) => {
       const repeated = Int32Array.from({ length: s.shape[0] }, (_, i) => targets[h]![i % b]!);
       const valid = tf.tensor1d(Float32Array.from(repeated, (c) => (c >= 0 ? 1 : 0)));
-      const picked = tf.oneHot(tf.tensor1d(Int32Array.from(repeated, (c) => Math.max(c, 0)), 'int32'), s.shape[1]);
+      const picked = tf.oneHot(
+        tf.tensor1d(
+          Int32Array.from(repeated, (c) => Math.max(c, 0)),
+          'int32',
+        ),
+        s.shape[1],
+      );
       const logProbabilities = tf.logSoftmax(tf.div(s, options.temperature));
       const rowLoss = tf.neg(tf.sum(tf.mul(logProbabilities, picked), 1));
       const sum = tf.sum(tf.mul(rowLoss, valid));

@@ -35,7 +35,8 @@ const SCORE_BLOCK = 1024;
  * each rank's rows apart. Collectives: `iterations + 1`, the same on every rank.
  */
 export function sphericalKMeans(rows: Float32Array, dim: number, initial: Float32Array, iterations: number, group?: ProcessGroup): KMeansResult {
-  if (!(Number.isInteger(dim) && dim >= 1) || rows.length % dim !== 0) throw invalidValue('dim', dim, `an integer >= 1 that divides the ${rows.length} row values`);
+  if (!(Number.isInteger(dim) && dim >= 1) || rows.length % dim !== 0)
+    throw invalidValue('dim', dim, `an integer >= 1 that divides the ${rows.length} row values`);
   if (initial.length === 0 || initial.length % dim !== 0) throw invalidValue('initial', `${initial.length} values`, `K >= 1 centroids of ${dim} values`);
   if (!(Number.isInteger(iterations) && iterations >= 0)) throw invalidValue('iterations', iterations, 'an integer >= 0');
   const n = rows.length / dim;

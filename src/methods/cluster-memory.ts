@@ -90,7 +90,9 @@ export class ClusterMemory extends Module {
   push(rows: Tensor[], indices: Int32Array): void {
     const { views, dim } = this.options;
     if (rows.length !== views || rows.some((r) => r.rank !== 2 || r.shape[1] !== dim || r.shape[0] !== indices.length)) {
-      throw new Error(`ClusterMemory.push: expected ${views} views of [${indices.length}, ${dim}], got ${rows.map((r) => `[${r.shape.join(', ')}]`).join(', ')}`);
+      throw new Error(
+        `ClusterMemory.push: expected ${views} views of [${indices.length}, ${dim}], got ${rows.map((r) => `[${r.shape.join(', ')}]`).join(', ')}`,
+      );
     }
     const layout = batchLayout('ClusterMemory.push', indices.length, undefined);
     const gathered = rows.map((r) => tf.keep(gatherConstantRows(detach(r) as Tensor2D, layout)));
@@ -132,12 +134,18 @@ export class ClusterMemory extends Module {
     const samples = Int32Array.from(seen);
     if (samples.length === 0) return;
     if (samples.length < k) {
-      throw invalidValue('method_args.num_prototypes', k, `at most ${samples.length}, the samples seen in epoch ${epoch - 1} (k-means needs a row per initial centroid)`);
+      throw invalidValue(
+        'method_args.num_prototypes',
+        k,
+        `at most ${samples.length}, the samples seen in epoch ${epoch - 1} (k-means needs a row per initial centroid)`,
+      );
     }
     const assignments = new Int32Array(heads * n).fill(-1);
     const prototypes = new Float32Array(heads * k * dim);
     for (let h = 0; h < heads; h++) {
-      const rows = tf.tidy(() => tf.gather(tf.reshape(tf.slice(this.bank, [h % views, 0, 0], [1, n, dim]), [n, dim]), tf.tensor1d(samples, 'int32')).dataSync() as Float32Array);
+      const rows = tf.tidy(
+        () => tf.gather(tf.reshape(tf.slice(this.bank, [h % views, 0, 0], [1, n, dim]), [n, dim]), tf.tensor1d(samples, 'int32')).dataSync() as Float32Array,
+      );
       const draws = Rng.keyed(this.seed, epoch, h).permutation(samples.length).subarray(0, k);
       const initial = new Float32Array(k * dim);
       draws.forEach((row, c) => initial.set(rows.subarray(row * dim, (row + 1) * dim), c * dim));

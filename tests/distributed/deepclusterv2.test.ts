@@ -21,7 +21,18 @@ import { expectAllOk, freshDir, relativeError, runRanks, SMALL_PROJECTOR, SMALL_
 import type { DeepClusterWorkerResult } from './workers/deepclusterv2.js';
 
 /** 48 samples, 24 a batch: two steps an epoch, so 5 steps cross two epoch boundaries. */
-const SMALL_DEEPCLUSTER = [...SMALL_RUN, ...SMALL_PROJECTOR, '--synthetic-size', '48', '--batch-size', '24', '--method', 'deepclusterv2', '--method-arg', 'numPrototypes=8'];
+const SMALL_DEEPCLUSTER = [
+  ...SMALL_RUN,
+  ...SMALL_PROJECTOR,
+  '--synthetic-size',
+  '48',
+  '--batch-size',
+  '24',
+  '--method',
+  'deepclusterv2',
+  '--method-arg',
+  'numPrototypes=8',
+];
 
 describe('DeepCluster v2: W ranks hold the one-process memory bank, clusters and prototypes', function () {
   this.timeout(300_000);
@@ -45,7 +56,10 @@ describe('DeepCluster v2: W ranks hold the one-process memory bank, clusters and
         for (const [rank, o] of outcomes.entries()) {
           for (const name of ['bank', 'written_epoch', 'assignments']) assert.deepEqual(o.memory[name], o.reference[name], `rank ${rank}: ${name}`);
           assert.ok(relativeError(o.memory.prototypes!, o.reference.prototypes!) <= 1e-6, `rank ${rank}: prototypes`);
-          assert.ok(o.reference.assignments!.every((a) => a >= 0), 'every sample was seen and clustered');
+          assert.ok(
+            o.reference.assignments!.every((a) => a >= 0),
+            'every sample was seen and clustered',
+          );
           assert.equal(o.leaked, 0, `rank ${rank} leaked tensors`);
         }
       });
@@ -64,7 +78,13 @@ describe('DeepCluster v2: W ranks hold the one-process memory bank, clusters and
           outcomes.forEach((o, rank) => {
             o.losses[c.name]!.grads.forEach((g, h) => {
               const expected = rankRows(c.grads[h]!, c, rank, W);
-              assert.ok(relativeError(g.map((x) => x / W), expected) <= 1e-5, `rank ${rank}, head ${h}`);
+              assert.ok(
+                relativeError(
+                  g.map((x) => x / W),
+                  expected,
+                ) <= 1e-5,
+                `rank ${rank}, head ${h}`,
+              );
             });
           });
         });
@@ -83,7 +103,10 @@ describe('DeepCluster v2: W ranks hold the one-process memory bank, clusters and
       const { status, stdout, stderr } = runCli(['verify', ...SMALL_DEEPCLUSTER, '--devices', String(devices), '--steps', '5'], 240_000);
       assert.equal(status, 0, stdout + stderr);
       assert.match(stdout, /PASSED/);
-      assert.match(stdout.split('\n').find((l) => l.startsWith('step '))!, /\bqueues\b/);
+      assert.match(
+        stdout.split('\n').find((l) => l.startsWith('step '))!,
+        /\bqueues\b/,
+      );
       console.log(`      ${stdout.trim().split('\n').pop()}`);
     });
   }
@@ -91,7 +114,10 @@ describe('DeepCluster v2: W ranks hold the one-process memory bank, clusters and
   it('a 2-rank training run over 3 epochs ends with the one-process checkpoint, memory state included', () => {
     const runs = [1, 2].map((devices) => {
       const runDir = join(tempDir(), 'run');
-      const { status, stderr } = runCli([...SMALL_DEEPCLUSTER, '--devices', String(devices), '--epochs', '3', '--warmup-epochs', '0', '--run-dir', runDir], 180_000);
+      const { status, stderr } = runCli(
+        [...SMALL_DEEPCLUSTER, '--devices', String(devices), '--epochs', '3', '--warmup-epochs', '0', '--run-dir', runDir],
+        180_000,
+      );
       assert.equal(status, 0, stderr);
       return checkpointTensors(runDir);
     });

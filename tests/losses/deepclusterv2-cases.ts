@@ -45,7 +45,9 @@ export function lossAndGrads(c: DeepClusterCase, rank: number, worldSize: number
   return tf.tidy(() => {
     const scores = c.scores.map((s) => tf.tensor2d(rankRows(s, c, rank, worldSize), [c.views * b, c.k]));
     const targets = c.targets.map((t) => Int32Array.from(t.slice(rank * b, rank * b + b)));
-    const { value, grads } = tf.valueAndGrads((...s: tf.Tensor[]) => deepClusterV2Loss(s as tf.Tensor2D[], targets, { temperature: c.temperature }, group))(scores);
+    const { value, grads } = tf.valueAndGrads((...s: tf.Tensor[]) => deepClusterV2Loss(s as tf.Tensor2D[], targets, { temperature: c.temperature }, group))(
+      scores,
+    );
     return { loss: value.dataSync()[0]!, grads: grads.map((g) => Float32Array.from(g.dataSync())) };
   });
 }

@@ -35,7 +35,9 @@ describe('deepClusterV2Loss', () => {
 
   it('is 0 with gradient 0 when no sample has a cluster (epoch 0)', () => {
     const s = tf.randomNormal([6, 4]) as tf.Tensor2D;
-    const { value, grads } = tf.valueAndGrads((x: tf.Tensor) => deepClusterV2Loss([x as tf.Tensor2D], [Int32Array.from([-1, -1, -1])], { temperature: 0.1 }))([s]);
+    const { value, grads } = tf.valueAndGrads((x: tf.Tensor) => deepClusterV2Loss([x as tf.Tensor2D], [Int32Array.from([-1, -1, -1])], { temperature: 0.1 }))([
+      s,
+    ]);
     assert.equal(value.dataSync()[0], 0);
     assert.ok(grads[0]!.dataSync().every((g) => g === 0));
     tf.dispose([s, value, ...grads]);

@@ -54,7 +54,14 @@ describe('DeepClusterV2', () => {
     const cls = getMethodClass('deepclusterv2');
     assert.equal(cls, DeepClusterV2);
     assert.deepEqual(cls.optimDefaults, { optimizer: 'lars', lr: 0.6, classifierLr: 0.1, weightDecay: 1e-6 });
-    assert.deepEqual(resolveMethodArgs('deepclusterv2', {}), { projHiddenDim: 2048, projOutputDim: 128, numPrototypes: 3000, heads: 3, temperature: 0.1, kmeansIters: 10 });
+    assert.deepEqual(resolveMethodArgs('deepclusterv2', {}), {
+      projHiddenDim: 2048,
+      projOutputDim: 128,
+      numPrototypes: 3000,
+      heads: 3,
+      temperature: 0.1,
+      kmeansIters: 10,
+    });
     assert.equal(cls.viewRecipe, 'simclr');
   });
 
@@ -87,18 +94,43 @@ describe('DeepClusterV2', () => {
     assert.throws(() => m.trainingStep(v, labels), /dataset indices are needed/);
     tf.dispose([...v, labels]);
     step(m, [0, 1, 2, 3, 4, 5], 0, 1);
-    assert.throws(() => m.onTrainEpochStart({ step: 1, totalSteps: 4, epoch: 1 }), /method_args.num_prototypes: 8 is not allowed; expected at most 6, the samples seen in epoch 0/);
+    assert.throws(
+      () => m.onTrainEpochStart({ step: 1, totalSteps: 4, epoch: 1 }),
+      /method_args.num_prototypes: 8 is not allowed; expected at most 6, the samples seen in epoch 0/,
+    );
     m.dispose();
   });
 
   it('a prototype count above the training set size is one line naming method_args.num_prototypes, exit 2', () => {
-    const { status, stderr } = runCli([...SMOKE_FLAGS, '--synthetic-size', '64', '--method', 'deepclusterv2', '--method-arg', 'numPrototypes=65', '--epochs', '1']);
+    const { status, stderr } = runCli([
+      ...SMOKE_FLAGS,
+      '--synthetic-size',
+      '64',
+      '--method',
+      'deepclusterv2',
+      '--method-arg',
+      'numPrototypes=65',
+      '--epochs',
+      '1',
+    ]);
     assert.equal(status, 2, stderr);
     assert.equal(stderr.trim(), 'ssl-train: error: method_args.num_prototypes: 65 is not allowed; expected at most 64, the samples in the training set');
   });
 
   it('a run resumed at an epoch boundary (k-means re-run from the saved bank) ends bit-exactly as an uninterrupted one', () => {
-    const flags = [...SMOKE_FLAGS, '--synthetic-size', '64', '--method', 'deepclusterv2', '--method-arg', 'numPrototypes=8', '--epochs', '3', '--val-every', '0'];
+    const flags = [
+      ...SMOKE_FLAGS,
+      '--synthetic-size',
+      '64',
+      '--method',
+      'deepclusterv2',
+      '--method-arg',
+      'numPrototypes=8',
+      '--epochs',
+      '3',
+      '--val-every',
+      '0',
+    ];
     const straight = join(tempDir(), 'run');
     assert.equal(runCli([...flags, '--run-dir', straight]).status, 0);
     const resumed = join(tempDir(), 'run');
