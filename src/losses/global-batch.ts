@@ -1,8 +1,8 @@
 /**
  * The one seam between the losses and the process group: every part of a loss that needs
  * the global batch (N = W·B rows over W ranks) goes through {@link gatherRows} or
- * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows} or
- * {@link reduceValuesOverRanks} (no gradient), and the rank bookkeeping (offsets) through
+ * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows},
+ * {@link reduceValuesOverRanks} or {@link sumValuesOverRanksExact} (no gradient), and the rank bookkeeping (offsets) through
  * {@link BatchLayout}.
  *
  * With W > 1 the two functions are the differentiable collectives of

@@ -6,7 +6,7 @@
 import { invalidValue } from '../core/errors.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { tf } from '../core/tf.js';
-import { batchLayout, sumValuesOverRanksExact, type BatchLayout } from './global-batch.js';
+import { batchLayout, gatherConstantRows, sumValuesOverRanksExact, type BatchLayout } from './global-batch.js';
 
 /** What {@link sphericalKMeans} returns. */
 export interface KMeansResult {
@@ -96,17 +96,17 @@ function updateCentroids(totals: Float64Array, previous: Float32Array, k: number
   return next;
 }
 
-/** Every rank's shard of assignments, concatenated in rank order: `[n]` (int32 travels exactly as float32, n < 2^24). */
+/** Every rank's shard of assignments, concatenated in rank order: `[n]` (each padded to ⌈n / W⌉ with -1 for the gather). */
 function gatherShards(local: Int32Array, n: number, layout: BatchLayout): Int32Array {
   if (layout.worldSize === 1) return local;
   const width = Math.ceil(n / layout.worldSize);
-  const padded = new Float32Array(width).fill(-1);
+  const padded = new Int32Array(width).fill(-1);
   padded.set(local);
-  const gathered = layout.group!.allGather(padded);
+  const gathered = tf.tidy(() => gatherConstantRows(tf.tensor1d(padded, 'int32'), { ...layout, localBatch: width }).dataSync() as Int32Array);
   const out = new Int32Array(n);
   for (let r = 0; r < layout.worldSize; r++) {
     const [start, end] = shardOf(n, { ...layout, rank: r });
-    for (let i = start; i < end; i++) out[i] = gathered[r * width + i - start]!;
+    out.set(gathered.subarray(r * width, r * width + end - start), start);
   }
   return out;
 }
