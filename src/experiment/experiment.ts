@@ -119,6 +119,7 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
             config.backbone,
           ),
         numClasses: train.numClasses,
+        datasetSize: train.length,
         rng: new Rng(config.seed),
         args: methodArgs,
         norm: config.norm,

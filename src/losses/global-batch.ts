@@ -1,8 +1,8 @@
 /**
  * The one seam between the losses and the process group: every part of a loss that needs
  * the global batch (N = W·B rows over W ranks) goes through {@link gatherRows} or
- * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows} or
- * {@link reduceValuesOverRanks} (no gradient), and the rank bookkeeping (offsets) through
+ * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows},
+ * {@link reduceValuesOverRanks} or {@link sumValuesOverRanksExact} (no gradient), and the rank bookkeeping (offsets) through
  * {@link BatchLayout}.
  *
  * With W > 1 the two functions are the differentiable collectives of
@@ -21,6 +21,7 @@
  * - MAE: W × its share of the global masked-patch mean (Σ over its masked patches / the global
  *   count of masked patches);
  * - VIbCReg: as VICReg; All4One's feature term: the global loss itself.
+ * - DeepCluster v2: W × its share of the global mean over rows with an assignment (as MAE).
  */
 import { allGather, allReduceSum } from '../distributed/collectives.js';
 import { jobWorldSize, scopedProcessGroup, type ProcessGroup } from '../core/process-group.js';
@@ -163,4 +164,33 @@ export function reduceValuesOverRanks(values: Float64Array, layout: BatchLayout,
   const data = Float32Array.from(values);
   layout.group!.allReduce(data, op);
   return Float64Array.from(data);
+}
+
+/**
+ * Element-wise sum over ranks of float64 values WITHOUT gradient, in full float64 (k-means'
+ * centroid sums and counts): each value travels as three float32 parts whose sum is the value
+ * exactly (24 + 24 + 24 bits cover float64's 53), the parts of every rank are gathered, and
+ * every rank adds the W contributions in rank order, so every rank gets the same float64 sums
+ * whatever order Gloo would reduce in. World size 1: a copy. Every rank must call it the same
+ * number of times, in the same order, with arrays of the same length.
+ */
+export function sumValuesOverRanksExact(values: Float64Array, layout: BatchLayout): Float64Array {
+  if (layout.worldSize === 1) return values.slice();
+  const n = values.length;
+  const parts = new Float32Array(3 * n);
+  for (let i = 0; i < n; i++) {
+    const x = values[i]!;
+    const hi = Math.fround(x);
+    const mid = Math.fround(x - hi);
+    parts[3 * i] = hi;
+    parts[3 * i + 1] = mid;
+    parts[3 * i + 2] = Math.fround(x - hi - mid);
+  }
+  const gathered = layout.group!.allGather(parts);
+  const sums = new Float64Array(n);
+  for (let r = 0; r < layout.worldSize; r++) {
+    const base = 3 * n * r;
+    for (let i = 0; i < n; i++) sums[i] = sums[i]! + (gathered[base + 3 * i]! + gathered[base + 3 * i + 1]! + gathered[base + 3 * i + 2]!);
+  }
+  return sums;
 }

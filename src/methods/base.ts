@@ -31,6 +31,8 @@ export interface MethodContext {
   args: MethodArgs;
   /** Normalisation of the heads (`batch` default; `group`/`layer` make them per-sample). */
   norm?: NormKind;
+  /** Samples in the training set, for methods with a per-sample memory bank (DeepCluster v2). */
+  datasetSize?: number;
 }
 
 /** What a self-supervised objective returns for one batch. */
@@ -55,6 +57,8 @@ export interface StepInfo {
   step: number;
   /** Optimizer steps of the whole run. */
   totalSteps: number;
+  /** Zero-based epoch of the step. */
+  epoch: number;
 }
 
 /** A group of the method's parameters for the optimizer (see {@link BaseMethod.parameterGroups}). */
@@ -176,17 +180,19 @@ export abstract class BaseMethod extends Module {
    * The part of the loss that couples samples, from {@link embed}'s output (`[B, D]` each).
    * `labels` `[B]` int32 are the batch's labels: only methods that declare
    * {@link BaseMethod.needsLabels} may use them in the objective (and queues may keep them
-   * for logging).
+   * for logging). `indices` `[B]` are the samples' global dataset indices (given by the
+   * trainer, verify and the gradient cache; methods with per-sample state, such as
+   * DeepCluster v2's memory bank, need them; the others ignore them).
    */
-  abstract embeddingLoss(embeddings: Tensor[], labels: Tensor): SslLossOutput;
+  abstract embeddingLoss(embeddings: Tensor[], labels: Tensor, indices?: Int32Array): SslLossOutput;
 
   /**
    * The method's objective: {@link embeddingLoss} of {@link embed}. A subclass may override
    * this instead of the two parts, but then the gradient cache cannot split it. Runs with
    * the group scoped, like {@link coupledLoss}.
    */
-  protected sslLoss(features: Tensor[], views: Tensor[], labels: Tensor): SslLossOutput {
-    return this.embeddingLoss(this.embed(features, views), labels);
+  protected sslLoss(features: Tensor[], views: Tensor[], labels: Tensor, indices?: Int32Array): SslLossOutput {
+    return this.embeddingLoss(this.embed(features, views), labels, indices);
   }
 
   /**
@@ -194,8 +200,8 @@ export abstract class BaseMethod extends Module {
    * gather over that group without being passed it. In a multi-rank job, a method that was
    * never set up is an error, not a silently local loss.
    */
-  coupledLoss(embeddings: Tensor[], labels: Tensor): SslLossOutput {
-    return this.inGroup(() => this.embeddingLoss(embeddings, labels));
+  coupledLoss(embeddings: Tensor[], labels: Tensor, indices?: Int32Array): SslLossOutput {
+    return this.inGroup(() => this.embeddingLoss(embeddings, labels, indices));
   }
 
   private inGroup<T>(fn: () => T): T {
@@ -227,12 +233,13 @@ export abstract class BaseMethod extends Module {
 
   /**
    * One training step's loss: the method's loss plus the online classifier's
-   * cross-entropy on detached features of the global crops (every view of a two-view method). `labels` is `[B]` int32.
+   * cross-entropy on detached features of the global crops (every view of a two-view method). `labels` is `[B]` int32,
+   * `indices` `[B]` the samples' dataset indices (see {@link embeddingLoss}).
    * Returned metrics are kept (`tf.keep`) so they outlive the gradient tape's scope.
    */
-  trainingStep(views: Tensor[], labels: Tensor): StepOutput {
+  trainingStep(views: Tensor[], labels: Tensor, indices?: Int32Array): StepOutput {
     const features = this.viewFeatures(views);
-    const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views, labels));
+    const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views, labels, indices));
     const classifier = this.classifierTerms(features, labels);
     const total = tf.add(sslLoss, classifier.class_loss) as Scalar;
     const metrics: Record<string, Scalar> = { loss: sslLoss, ...classifier, ...terms };
@@ -259,6 +266,12 @@ export abstract class BaseMethod extends Module {
     ];
   }
 
+  /** Called before the first batch of each epoch (not when a run resumes mid-epoch); no-op here. */
+  onTrainEpochStart(_info: StepInfo): void {}
+
+  /** Called before the first batch of each optimizer step; no-op here. */
+  onTrainBatchStart(_info: StepInfo): void {}
+
   /**
    * Called after every optimizer step: writes the rows the step's losses pushed into the
    * method's queues (see {@link FeatureQueue}). Momentum methods also update their target
@@ -281,6 +294,15 @@ export abstract class BaseMethod extends Module {
    * maps its draws to the same samples. Nothing to do for the others.
    */
   presentSampleOrders(_orders: Int32Array[]): void {}
+
+  /**
+   * The modules holding state written from data rather than by the optimizer (queues, memory
+   * banks, prototypes), with their dotted names: `verify` compares their state apart from the
+   * parameters'. The queues by default; a method with other such state adds its modules.
+   */
+  memoryModules(): Array<[string, Module]> {
+    return this.queues();
+  }
 
   /** Values to log after each step besides the loss terms (e.g. the EMA tau). */
   stepLogs(): Record<string, number> {

@@ -18,7 +18,7 @@ export function chunkRanges(batch: number, chunk: number): Array<[number, number
 
 /**
  * The gradient cache (Gao et al. 2021; docs/design.md contract 6): the gradients of
- * `method`'s training loss on `views` (`[B, H, W, C]` each) and `labels` (`[B]`) for
+ * `method`'s training loss on `views` (`[B, H, W, C]` each), `labels` and dataset `indices` (`[B]`) for
  * `variables`, with the backbone and heads run on `chunk` samples at a time, so that
  * activation memory follows the chunk, not the batch:
  *
@@ -40,7 +40,14 @@ export function chunkRanges(batch: number, chunk: number): Array<[number, number
  * before the first pass, so both passes see the same augmentations; ssl-zoo's models have
  * no dropout.
  */
-export function gradCacheGradients(method: BaseMethod, views: Tensor[], labels: Tensor, chunk: number, variables: Variable[]): BatchGradients {
+export function gradCacheGradients(
+  method: BaseMethod,
+  views: Tensor[],
+  labels: Tensor,
+  chunk: number,
+  variables: Variable[],
+  indices?: Int32Array,
+): BatchGradients {
   const batch = views[0].shape[0];
   const ranges = chunkRanges(batch, chunk);
   const lastRange = ranges[ranges.length - 1];
@@ -59,7 +66,7 @@ export function gradCacheGradients(method: BaseMethod, views: Tensor[], labels: 
   const lossGradients = (lastEmbeddings: Tensor[]): void => {
     const embeddings = lastEmbeddings.map((e, k) => tf.concat([...cached.map((c) => c[k]), e], 0));
     const { value, grads } = tf.valueAndGrads((...inputs: Tensor[]) => {
-      const out = method.coupledLoss(inputs, labels);
+      const out = method.coupledLoss(inputs, labels, indices);
       for (const [name, t] of Object.entries(out.terms ?? {})) metrics[name] = t.dataSync()[0];
       return out.loss;
     })(embeddings);

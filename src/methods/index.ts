@@ -20,4 +20,6 @@ export * from './supcon.js';
 export * from './dcl.js';
 export * from './wmse.js';
 export * from './vibcreg.js';
+export * from './cluster-memory.js';
+export * from './deepclusterv2.js';
 export * from './registry.js';

@@ -9,6 +9,7 @@ import { MoCoV2Plus } from './mocov2plus.js';
 import { MoCoV3 } from './mocov3.js';
 import { ReSSL } from './ressl.js';
 import { DCL } from './dcl.js';
+import { DeepClusterV2 } from './deepclusterv2.js';
 import { NNBYOL } from './nnbyol.js';
 import { NNCLR } from './nnclr.js';
 import { NNSiam } from './nnsiam.js';
@@ -114,6 +115,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   nnsiam: NNSiam,
   wmse: WMSE,
   vibcreg: VIbCReg,
+  deepclusterv2: DeepClusterV2,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

@@ -6,7 +6,7 @@ import { extractDatasetFeatures, type ExtractedFeatures } from '../eval/features
 import { weightedKnn } from '../eval/knn.js';
 import { createOptimizer, scaleLearningRate, splitWeightDecay, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
-import { accuracy, type BaseMethod } from './base.js';
+import { accuracy, type BaseMethod, type StepInfo } from './base.js';
 import { gradCacheGradients } from './grad-cache.js';
 import type { ProcessGroup } from '../core/process-group.js';
 
@@ -58,7 +58,7 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
       this.computeGradients = (batch, variables) => {
         const [views, labels] = this.batchTensors(batch);
         try {
-          return gradCacheGradients(this.method, views, labels, gradCacheChunk, variables);
+          return gradCacheGradients(this.method, views, labels, gradCacheChunk, variables, batch.indices);
         } finally {
           tf.dispose([...views, labels]);
         }
@@ -79,7 +79,7 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
 
   trainingStep(batch: MultiViewBatch): TrainingStepOutput {
     const [views, labels] = this.batchTensors(batch);
-    return this.method.trainingStep(views, labels);
+    return this.method.trainingStep(views, labels, batch.indices);
   }
 
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {
@@ -126,8 +126,16 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
     this.method.setup(context);
   }
 
+  onTrainEpochStart(progress: Progress): void {
+    this.method.onTrainEpochStart(stepInfo(progress));
+  }
+
+  onTrainBatchStart(progress: Progress): void {
+    this.method.onTrainBatchStart(stepInfo(progress));
+  }
+
   onTrainBatchEnd(progress: Progress): void {
-    this.method.onTrainBatchEnd({ step: progress.step, totalSteps: progress.totalSteps });
+    this.method.onTrainBatchEnd(stepInfo(progress));
   }
 
   stepLogs(): Record<string, number> {
@@ -181,4 +189,9 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
       this.method.train();
     }
   }
+}
+
+/** The method's view of the trainer's progress. */
+function stepInfo(progress: Progress): StepInfo {
+  return { step: progress.step, totalSteps: progress.totalSteps, epoch: progress.epoch };
 }

@@ -71,6 +71,10 @@ export interface TrainingModule<B> {
     optimizer: TrainerOptimizer;
     scheduler: TrainerScheduler;
   };
+  /** Before the first batch of each epoch (not when a run resumes in the middle of an epoch). */
+  onTrainEpochStart?(progress: Progress): void;
+  /** Before the first batch of each optimizer step. */
+  onTrainBatchStart?(progress: Progress): void;
   /** After each optimizer step. */
   onTrainBatchEnd?(progress: Progress): void;
   /** Extra per-step values to log (e.g. an EMA coefficient). */

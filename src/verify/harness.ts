@@ -40,7 +40,7 @@ export interface VerifyStep {
   lossBound: number;
   gradientsBound: number;
   parametersBound: number;
-  /** The queues' state (rows, labels, pointer; relative to how far the steps moved it), for methods with queues. */
+  /** The queues' and memory banks' state (rows, labels, pointer, assignments, prototypes; relative to how far the steps moved it), for methods with such state. */
   queues?: { value: number; bound: number; tensor: string };
 }
 
@@ -114,12 +114,13 @@ function stateArrays(method: BaseMethod): StateArrays {
 }
 
 /**
- * `state` split into the queues' entries (names under one of `method`'s queues) and the rest
- * (parameters and other buffers): a queue's rows move by O(1) when written, which would drown
- * the parameters' differences if both were measured in one norm.
+ * `state` split into the queues' entries (names under one of `method`'s queues or other memory
+ * modules: banks, prototypes, assignments) and the rest (parameters and other buffers): a
+ * queue's rows move by O(1) when written, which would drown the parameters' differences if
+ * both were measured in one norm.
  */
 function splitQueues(method: BaseMethod, state: StateArrays): { queues: StateArrays; rest: StateArrays } {
-  const prefixes = method.queues().map(([name]) => `${name}.`);
+  const prefixes = method.memoryModules().map(([name]) => `${name}.`);
   const queues: StateArrays = {};
   const rest: StateArrays = {};
   for (const [name, values] of Object.entries(state)) (prefixes.some((p) => name.startsWith(p)) ? queues : rest)[name] = values;
@@ -230,13 +231,23 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   let before = { one: initialState, ranks: reference ? stateArrays(distributed) : {} };
   try {
     for (let s = 0; s < steps; s++) {
-      const progress = { epoch: Math.floor((s * accumulate) / perEpoch), step: s + 1, batchInEpoch: 0, totalSteps: steps };
+      const first = s * accumulate;
+      // The hooks see the progress the trainer gives them: before the step (epoch start, batch
+      // start), then after it (batch end).
+      const start = { epoch: Math.floor(first / perEpoch), step: s, batchInEpoch: first % perEpoch, totalSteps: steps };
+      const progress = { ...start, step: s + 1, batchInEpoch: 0 };
+      const startStep = (task: SslTask) => {
+        if (start.batchInEpoch === 0) task.onTrainEpochStart(start);
+        task.onTrainBatchStart(start);
+      };
+      startStep(ddpTask);
       const ddpOut = step(ddpTask, ddpOptimizer, await stepBatches(ddpLoader, s), strategy);
       ddpTask.onTrainBatchEnd(progress);
       if (!reference || !referenceLoader) continue;
       const batches = await stepBatches(referenceLoader, s);
       const run = (r: OneProcessRun, b: MultiViewBatch[], orders?: Int32Array[]) => {
         if (orders) r.method.presentSampleOrders(orders);
+        startStep(r.task);
         const out = step(r.task, r.optimizer, b, single);
         r.task.onTrainBatchEnd(progress);
         // A twin's queues got its samples in its order: put them in the reference's.

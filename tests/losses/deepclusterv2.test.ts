@@ -1,0 +1,88 @@
+/**
+ * Unit tests of DeepCluster v2's loss (against the float64 PyTorch reference of
+ * scripts/gen_deepclusterv2_fixtures.py, one process) and of the spherical k-means (closed
+ * forms on the circle, empty clusters, input checks). The W-rank runs are in
+ * tests/distributed/deepclusterv2.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { tf } from '../../src/core/tf.js';
+import { deepClusterV2Loss, sphericalKMeans } from '../../src/losses/index.js';
+import { deepClusterCases, lossAndGrads } from './deepclusterv2-cases.js';
+import { useCpuEngine } from './helpers.js';
+
+function close(actual: ArrayLike<number>, expected: ArrayLike<number>, tolerance: number, what: string): void {
+  assert.equal(actual.length, expected.length, what);
+  for (let i = 0; i < expected.length; i++) {
+    assert.ok(Math.abs(actual[i]! - expected[i]!) <= tolerance * Math.max(1, Math.abs(expected[i]!)), `${what}[${i}]: ${actual[i]} vs ${expected[i]}`);
+  }
+}
+
+/** Unit vectors at `degrees` on the circle, `[n, 2]`. */
+function circle(...degrees: number[]): Float32Array {
+  return Float32Array.from(degrees.flatMap((d) => [Math.cos((d * Math.PI) / 180), Math.sin((d * Math.PI) / 180)]));
+}
+
+describe('deepClusterV2Loss', () => {
+  before(useCpuEngine);
+
+  for (const c of deepClusterCases()) {
+    it(`equals solo-learn's loss and its gradient in float64 PyTorch (${c.name})`, () => {
+      const { loss, grads } = lossAndGrads(c, 0, 1);
+      close([loss], [c.loss], 1e-5, 'loss');
+      grads.forEach((g, h) => close(g, c.grads[h]!, 1e-5, `grad head ${h}`));
+    });
+  }
+
+  it('is 0 with gradient 0 when no sample has a cluster (epoch 0)', () => {
+    const s = tf.randomNormal([6, 4]) as tf.Tensor2D;
+    const { value, grads } = tf.valueAndGrads((x: tf.Tensor) => deepClusterV2Loss([x as tf.Tensor2D], [Int32Array.from([-1, -1, -1])], { temperature: 0.1 }))([
+      s,
+    ]);
+    assert.equal(value.dataSync()[0], 0);
+    assert.ok(grads[0]!.dataSync().every((g) => g === 0));
+    tf.dispose([s, value, ...grads]);
+  });
+
+  it('refuses mismatched shapes, out-of-range targets and a non-positive temperature', () => {
+    const s = tf.zeros([4, 3]) as tf.Tensor2D;
+    assert.throws(() => deepClusterV2Loss([s], [Int32Array.from([0, 1, 2])], { temperature: 0.1 }), /head 0: scores \[4, 3\] must be \[V·B, K\]/);
+    assert.throws(() => deepClusterV2Loss([s], [Int32Array.from([0, 3])], { temperature: 0.1 }), /targets must be -1 or clusters in 0\.\.2/);
+    assert.throws(() => deepClusterV2Loss([s], [], { temperature: 0.1 }), /1 score matrices for 0 target arrays/);
+    assert.throws(() => deepClusterV2Loss([s], [Int32Array.from([0, 1])], { temperature: 0 }), /temperature/);
+    s.dispose();
+  });
+});
+
+describe('sphericalKMeans', () => {
+  before(useCpuEngine);
+
+  it('moves each centroid to the normalised mean of its rows (closed form on the circle)', () => {
+    // Rows at 0°, 10° and 90°, 100°; centroids start on rows 0 and 2.
+    const rows = circle(0, 10, 90, 100);
+    const { assignments, centroids } = sphericalKMeans(rows, 2, circle(0, 90), 1);
+    assert.deepEqual([...assignments], [0, 0, 1, 1]);
+    close(centroids, circle(5, 95), 1e-6, 'centroids');
+  });
+
+  it('leaves a centroid that gets no row where it was, and keeps the first centroid on ties', () => {
+    const rows = circle(0, 10, 90, 100);
+    const { assignments, centroids } = sphericalKMeans(rows, 2, circle(0, 90, 225), 3);
+    assert.deepEqual([...assignments], [0, 0, 1, 1]);
+    close(centroids.subarray(4), circle(225), 0, 'empty cluster');
+    const tie = sphericalKMeans(Float32Array.from([Math.SQRT1_2, Math.SQRT1_2]), 2, circle(0, 90), 0);
+    assert.deepEqual([...tie.assignments], [0]);
+  });
+
+  it('with 0 iterations assigns to the initial centroids and returns them', () => {
+    const init = circle(30, 200);
+    const { assignments, centroids } = sphericalKMeans(circle(20, 40, 190, 359), 2, init, 0);
+    assert.deepEqual([...assignments], [0, 0, 1, 0]);
+    assert.deepEqual([...centroids], [...init]);
+  });
+
+  it('refuses rows that do not fit D, no centroid and a negative iteration count', () => {
+    assert.throws(() => sphericalKMeans(new Float32Array(5), 2, circle(0), 1), /dim/);
+    assert.throws(() => sphericalKMeans(circle(0), 2, new Float32Array(0), 1), /initial/);
+    assert.throws(() => sphericalKMeans(circle(0), 2, circle(0), -1), /iterations/);
+  });
+});
