@@ -1,6 +1,8 @@
 import { BatchNorm, LayerNorm, Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
-import type { Layer } from '../core/module.js';
+import { uniformFanIn } from '../core/init.js';
+import { Layer } from '../core/module.js';
 import type { Rng } from '../core/random.js';
+import { tf, type Tensor, type Variable } from '../core/tf.js';
 
 /**
  * The normalisation of a head's hidden layer of `dim` features: batch norm, or for `group`
@@ -52,4 +54,36 @@ export function mlpHead(dims: number[], options: MlpHeadOptions): Sequential {
   layers.push(new Linear(dims[dims.length - 2]!, out, { rng, bias: bias && (biasBeforeNorm || !outputNorm) }));
   if (outputNorm) layers.push(norm === 'batch' ? new BatchNorm(out, { affine: outputNorm === 'affine' }) : new LayerNorm(out));
   return new Sequential(...layers);
+}
+
+/**
+ * A weight-normalised linear layer without bias whose norms are frozen at 1 (PyTorch's
+ * `nn.utils.weight_norm(nn.Linear(in, out, bias=False))` with `weight_g` filled with 1 and not
+ * trained, as SwAV's prototypes and DINO's last layer in solo-learn): `[B, in] -> [B, out]`,
+ * `y = x · (V / ‖V‖)` where each of the `out` columns of the parameter `weight` V
+ * `[in, out]` is divided by its L2 norm in the forward pass (the gradient flows through the
+ * normalisation into V; V itself is never re-normalised).
+ */
+export class WeightNormLinear extends Layer {
+  /** V `[in, out]`, initialised like `nn.Linear`'s weight. */
+  readonly weight: Variable;
+
+  constructor(
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    rng: Rng,
+  ) {
+    super();
+    this.weight = this.addParameter('weight', uniformFanIn([inFeatures, outFeatures], inFeatures, rng));
+  }
+
+  /** The effective weight `V / ‖V‖` (columns of norm 1), `[in, out]`. */
+  normalizedWeight(): Tensor {
+    return tf.tidy(() => tf.div(this.weight, tf.norm(this.weight, 'euclidean', 0, true)));
+  }
+
+  /** `[B, in] -> [B, out]`. */
+  forward(x: Tensor): Tensor {
+    return tf.tidy(() => tf.matMul(x, this.normalizedWeight()));
+  }
 }

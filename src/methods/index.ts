@@ -1,6 +1,6 @@
 export * from './args.js';
 export * from './base.js';
-export { mlpHead, type MlpHeadOptions } from './heads.js';
+export { mlpHead, WeightNormLinear, type MlpHeadOptions } from './heads.js';
 export { forwardCrops } from './forward-crops.js';
 export * from './queue.js';
 export * from './momentum.js';
@@ -18,4 +18,5 @@ export * from './nnsiam.js';
 export * from './vicreg.js';
 export * from './supcon.js';
 export * from './dcl.js';
+export * from './swav.js';
 export * from './registry.js';

@@ -15,6 +15,7 @@ import { NNSiam } from './nnsiam.js';
 import { SimCLR } from './simclr.js';
 import { SimSiam } from './simsiam.js';
 import { SupCon } from './supcon.js';
+import { SwAV } from './swav.js';
 import { VICReg } from './vicreg.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
@@ -110,6 +111,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   nnclr: NNCLR,
   nnbyol: NNBYOL,
   nnsiam: NNSiam,
+  swav: SwAV,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

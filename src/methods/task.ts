@@ -6,7 +6,7 @@ import { extractDatasetFeatures, type ExtractedFeatures } from '../eval/features
 import { weightedKnn } from '../eval/knn.js';
 import { createOptimizer, scaleLearningRate, splitWeightDecay, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
-import { accuracy, type BaseMethod } from './base.js';
+import { accuracy, type BaseMethod, type StepInfo } from './base.js';
 import { gradCacheGradients } from './grad-cache.js';
 import type { ProcessGroup } from '../core/process-group.js';
 
@@ -126,8 +126,20 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
     this.method.setup(context);
   }
 
+  onTrainEpochStart(progress: Progress): void {
+    this.method.onTrainEpochStart(stepInfo(progress));
+  }
+
+  onTrainBatchStart(progress: Progress): void {
+    this.method.onTrainBatchStart(stepInfo(progress));
+  }
+
+  adjustGradients(grads: Record<string, Tensor>, progress: Progress): Record<string, Tensor> {
+    return this.method.adjustGradients(grads, stepInfo(progress));
+  }
+
   onTrainBatchEnd(progress: Progress): void {
-    this.method.onTrainBatchEnd({ step: progress.step, totalSteps: progress.totalSteps });
+    this.method.onTrainBatchEnd(stepInfo(progress));
   }
 
   stepLogs(): Record<string, number> {
@@ -181,4 +193,9 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
       this.method.train();
     }
   }
+}
+
+/** The method's view of the trainer's progress. */
+function stepInfo(progress: Progress): StepInfo {
+  return { step: progress.step, totalSteps: progress.totalSteps, epoch: progress.epoch };
 }

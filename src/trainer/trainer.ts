@@ -167,7 +167,9 @@ export class Trainer {
         // A step checkpoint due at the epoch's last batch waits for the epoch end (after
         // validation), so that what is logged at a checkpoint's step precedes it.
         let stepCheckpointDue = false;
+        if (progress.batchInEpoch === 0) module.onTrainEpochStart?.(progress);
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
+          if (!pending) module.onTrainBatchStart?.(progress);
           pending = accumulateBatch(module, batch, variables, pending);
           progress.batchInEpoch++;
           if (pending.count < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
@@ -187,6 +189,8 @@ export class Trainer {
               last = now;
               return value;
             },
+            undefined,
+            module.adjustGradients && ((grads) => module.adjustGradients!(grads, progress)),
           );
           pending = undefined;
           progress.step++;

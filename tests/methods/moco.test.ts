@@ -213,7 +213,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
       const before = Float32Array.from(target.dataSync());
       online.assign(tf.add(online, 1));
       const now = online.dataSync();
-      m.onTrainBatchEnd({ step: 1, totalSteps: 10 });
+      m.onTrainBatchEnd({ step: 1, totalSteps: 10, epoch: 0 });
       const tau = cosineTau(m.args.baseTau, m.args.finalTau, 0, 10);
       target.dataSync().forEach((v, i) => close(v, tau * before[i] + (1 - tau) * now[i], `target[${i}]`));
       m.dispose();
@@ -234,7 +234,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
       assert.ok(Math.abs(out.loss.dataSync()[0] - (mocoRef(q1, k2, queue0, t) + mocoRef(q2, k1, queue1, t)) / 2) > 1e-4);
       closeRows(rows(m.queue.rows(0)), queue0, 'nothing written before the step ends');
       const start = m.queue.position;
-      m.onTrainBatchEnd({ step: seed - 20, totalSteps: 10 });
+      m.onTrainBatchEnd({ step: seed - 20, totalSteps: 10, epoch: 0 });
       const slots = Array.from({ length: B }, (_, i) => (start + i) % 10);
       const [after0, after1] = [rows(m.queue.rows(0)), rows(m.queue.rows(1))];
       closeRows(
@@ -283,7 +283,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
     const embeddings = [q, k].map((r) => tf.tensor2d(r));
     const out = m.coupledLoss(embeddings, labels);
     close(out.loss.dataSync()[0], resslRef(q, k, queue, m.args.temperatureQ, m.args.temperatureK), 'loss');
-    m.onTrainBatchEnd({ step: 1, totalSteps: 10 });
+    m.onTrainBatchEnd({ step: 1, totalSteps: 10, epoch: 0 });
     closeRows(rows(m.queue.rows()).slice(0, B), normalize(k), 'queued teacher keys');
     closeRows(rows(m.queue.rows()).slice(B), queue.slice(B), 'other rows untouched');
     assert.equal(m.queue.position, B);
@@ -303,7 +303,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
           return out.loss;
         }, m.trainableParameters());
         tf.dispose([value, ...Object.values(grads), ...views, labels]);
-        m.onTrainBatchEnd({ step, totalSteps: 4 });
+        m.onTrainBatchEnd({ step, totalSteps: 4, epoch: 0 });
         counts.push(tf.memory().numTensors);
       }
       assert.ok(

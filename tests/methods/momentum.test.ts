@@ -47,7 +47,7 @@ describe('MomentumMethod', () => {
     const before = Float32Array.from(target.dataSync());
     online.assign(tf.add(online, 1));
     const onlineNow = Float32Array.from(online.dataSync());
-    m.onTrainBatchEnd({ step: 3, totalSteps: 10 });
+    m.onTrainBatchEnd({ step: 3, totalSteps: 10, epoch: 0 });
     const tau = cosineTau(0.99, 1, 2, 10);
     const after = target.dataSync();
     for (let i = 0; i < before.length; i++) {

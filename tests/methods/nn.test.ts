@@ -168,7 +168,7 @@ describe('SimSiam, NNCLR, NNBYOL, NNSiam', () => {
           .reduce((s, [, v]) => s + tf.norm(grads[v.name]).dataSync()[0], 0);
         assert.ok(norm > 0, `${head} gets a gradient`);
       }
-      m.onTrainBatchEnd({ step: 1, totalSteps: 10 });
+      m.onTrainBatchEnd({ step: 1, totalSteps: 10, epoch: 0 });
       tf.dispose([value, ...Object.values(grads), ...views, labels]);
       m.dispose();
     });
@@ -185,7 +185,7 @@ describe('SimSiam, NNCLR, NNBYOL, NNSiam', () => {
           grads[k].dataSync().every((x) => x === 0),
           `projection ${k - 1} gets exactly 0`,
         );
-      m.onTrainBatchEnd({ step: 1, totalSteps: 10 });
+      m.onTrainBatchEnd({ step: 1, totalSteps: 10, epoch: 0 });
       m.dispose();
     });
   }
@@ -220,7 +220,7 @@ describe('SimSiam, NNCLR, NNBYOL, NNSiam', () => {
       const embeddings = m.embed(features, views);
       m.coupledLoss(embeddings, labels);
       assert.deepEqual(rowsOf(queue.rows()), before, 'nothing written during the step');
-      m.onTrainBatchEnd({ step: 1, totalSteps: 10 });
+      m.onTrainBatchEnd({ step: 1, totalSteps: 10, epoch: 0 });
       const after = rowsOf(queue.rows());
       // nnbyol: embeddings[2] is the target's projection of view 1; the others: the online one.
       close(after.slice(0, B), normalized(embeddings[2]));
@@ -310,7 +310,7 @@ describe('SimSiam, NNCLR, NNBYOL, NNSiam', () => {
         assert.ok(diff / scale < 1e-4, `${v.name}: ${diff} / ${scale}`);
       }
       assert.ok(Math.abs(cached.metrics.loss + cached.metrics.class_loss - plain.value.dataSync()[0]) < 1e-4);
-      m.onTrainBatchEnd({ step: 1, totalSteps: 10 });
+      m.onTrainBatchEnd({ step: 1, totalSteps: 10, epoch: 0 });
       m.dispose();
     });
   }
