@@ -23,6 +23,18 @@ export function uniformFanIn(shape: number[], fan: number, rng: Rng): Tensor {
   return tf.tensor(rng.uniformArray(sizeOf(shape), -bound, bound), shape);
 }
 
+/**
+ * timm's `trunc_normal_(std=std)`: N(0, std²) truncated to [-2, 2] (absolute bounds, as timm's
+ * defaults; values outside are drawn again). DINO's head init, with std 0.02.
+ */
+export function truncNormal(shape: number[], std: number, rng: Rng): Tensor {
+  const values = rng.normalArray(sizeOf(shape), 0, std);
+  for (let i = 0; i < values.length; i++) {
+    while (Math.abs(values[i]!) > 2) values[i] = rng.normalArray(1, 0, std)[0]!;
+  }
+  return tf.tensor(values, shape);
+}
+
 function sizeOf(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }

@@ -1,5 +1,6 @@
-import { BatchNorm, LayerNorm, Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
-import { uniformFanIn } from '../core/init.js';
+import { BatchNorm, GELU, LayerNorm, Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
+import { truncNormal, uniformFanIn } from '../core/init.js';
+import { l2NormalizeRows } from '../core/ops.js';
 import { Layer } from '../core/module.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Tensor, type Variable } from '../core/tf.js';
@@ -85,5 +86,47 @@ export class WeightNormLinear extends Layer {
   /** `[B, in] -> [B, out]`. */
   forward(x: Tensor): Tensor {
     return tf.tidy(() => tf.matMul(x, this.normalizedWeight()));
+  }
+}
+
+/** Options of {@link DinoHead}. */
+export interface DinoHeadOptions {
+  rng: Rng;
+  /** Hidden width of the MLP (solo-learn's `proj_hidden_dim`). */
+  hiddenDim: number;
+  /** Width of the bottleneck before the last layer (solo-learn's `proj_output_dim`). */
+  bottleneckDim: number;
+  /** Number K of output units (prototypes). */
+  outputDim: number;
+}
+
+/**
+ * DINO's head (solo-learn's `DINOHead` with its defaults: 3 layers, no batch norm, normalised
+ * last layer): `[B, F] -> [B, K]`, Linear-GELU-Linear-GELU-Linear to the bottleneck (weights
+ * from a normal of std 0.02 truncated to ±2, biases 0), L2-normalised, then a
+ * {@link WeightNormLinear} `lastLayer` (norms frozen at 1).
+ */
+export class DinoHead extends Layer {
+  readonly mlp: Sequential;
+  readonly lastLayer: WeightNormLinear;
+
+  constructor(inFeatures: number, { rng, hiddenDim, bottleneckDim, outputDim }: DinoHeadOptions) {
+    super();
+    const linear = (i: number, o: number) => {
+      const layer = new Linear(i, o, { rng });
+      tf.tidy(() => {
+        layer.weight.assign(truncNormal([i, o], 0.02, rng));
+        layer.bias!.assign(tf.zeros([o]));
+      });
+      return layer;
+    };
+    const layers = [linear(inFeatures, hiddenDim), new GELU(), linear(hiddenDim, hiddenDim), new GELU(), linear(hiddenDim, bottleneckDim)];
+    this.mlp = this.addModule('mlp', new Sequential(...layers));
+    this.lastLayer = this.addModule('lastLayer', new WeightNormLinear(bottleneckDim, outputDim, rng));
+  }
+
+  /** `[B, F] -> [B, K]`. */
+  forward(x: Tensor): Tensor {
+    return tf.tidy(() => this.lastLayer.forward(l2NormalizeRows(this.mlp.forward(x))));
   }
 }

@@ -1,6 +1,6 @@
 export * from './args.js';
 export * from './base.js';
-export { mlpHead, WeightNormLinear, type MlpHeadOptions } from './heads.js';
+export { DinoHead, mlpHead, WeightNormLinear, type DinoHeadOptions, type MlpHeadOptions } from './heads.js';
 export { forwardCrops } from './forward-crops.js';
 export * from './queue.js';
 export * from './momentum.js';
@@ -19,4 +19,5 @@ export * from './vicreg.js';
 export * from './supcon.js';
 export * from './dcl.js';
 export * from './swav.js';
+export * from './dino.js';
 export * from './registry.js';

@@ -9,6 +9,7 @@ import { MoCoV2Plus } from './mocov2plus.js';
 import { MoCoV3 } from './mocov3.js';
 import { ReSSL } from './ressl.js';
 import { DCL } from './dcl.js';
+import { DINO } from './dino.js';
 import { NNBYOL } from './nnbyol.js';
 import { NNCLR } from './nnclr.js';
 import { NNSiam } from './nnsiam.js';
@@ -112,6 +113,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   nnbyol: NNBYOL,
   nnsiam: NNSiam,
   swav: SwAV,
+  dino: DINO,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 
