@@ -28,7 +28,7 @@ function sizeOf(shape: readonly number[]): number {
 }
 
 /**
- * timm's `trunc_normal_(std=std)` (ViT linear weights, position embeddings): N(0, std²) with
+ * timm's `trunc_normal_(std=std)` (ViT linear weights, position embeddings, DINO's head): N(0, std²) with
  * draws outside the ABSOLUTE bounds [lo, hi] (default ±2, timm's) redrawn.
  */
 export function truncNormal(shape: number[], std: number, rng: Rng, lo = -2, hi = 2): Tensor {

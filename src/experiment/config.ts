@@ -124,6 +124,11 @@ export class TrainConfig {
   @Flag('<x>', 'linear warmup epochs before the cosine decay (default: 10% of --epochs)') @IsOptional() @IsNumber() @Min(0) warmupEpochs?: number;
   @Flag('<x>', 'lr at the first warmup step') @IsNumber() @Min(0) warmupStartLr = 3e-5;
   @Flag('<x>', 'lr at the end of the cosine decay') @IsNumber() @Min(0) minLr = 0;
+  @Flag('<x>', "weight decay at the last step of a cosine schedule from --weight-decay (DINO's; default: constant)")
+  @IsOptional()
+  @IsNumber()
+  @Min(0)
+  weightDecayEnd?: number;
 
   @Flag('<kind>', 'normalisation of backbone and heads: batch, group or layer') @IsIn(['batch', 'group', 'layer']) norm: 'batch' | 'group' | 'layer' = 'batch';
   @Flag('<n>', 'gradient cache: run the local batch in chunks of n samples (exact with --norm group|layer)')

@@ -109,6 +109,7 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
       warmupEpochs: config.warmupEpochs ?? config.epochs / 10,
       warmupStartLr: config.warmupStartLr,
       minLr: config.minLr,
+      weightDecayEnd: config.weightDecayEnd,
     },
     createMethod: () =>
       new methodClass({

@@ -269,8 +269,18 @@ export abstract class BaseMethod extends Module {
   /** Called before the first batch of each epoch (not when a run resumes mid-epoch); no-op here. */
   onTrainEpochStart(_info: StepInfo): void {}
 
-  /** Called before the first batch of each optimizer step; no-op here. */
+  /** Called before the first batch of each optimizer step (`info.step`: the steps done before it); no-op here. */
   onTrainBatchStart(_info: StepInfo): void {}
+
+  /**
+   * The gradients to apply at a step, from the reduced (global-batch) gradients keyed by
+   * variable name (`info.step`: the steps done before it). Unchanged here; a method drops the
+   * gradients of parameters it freezes ({@link withoutGradients}) or rescales them. New
+   * tensors it returns are disposed by the caller.
+   */
+  adjustGradients(grads: Record<string, Tensor>, _info: StepInfo): Record<string, Tensor> {
+    return grads;
+  }
 
   /**
    * Called after every optimizer step: writes the rows the step's losses pushed into the
@@ -308,6 +318,16 @@ export abstract class BaseMethod extends Module {
   stepLogs(): Record<string, number> {
     return {};
   }
+}
+
+/**
+ * `grads` (keyed by variable name) without the gradients of `frozen`'s parameters: the
+ * optimizer then leaves them untouched (no update, no momentum, no weight decay), as
+ * PyTorch's `p.grad = None`.
+ */
+export function withoutGradients(grads: Record<string, Tensor>, frozen: Module): Record<string, Tensor> {
+  const names = new Set(frozen.parameters().map((v) => v.name));
+  return Object.fromEntries(Object.entries(grads).filter(([name]) => !names.has(name)));
 }
 
 /**

@@ -68,7 +68,9 @@ export function gradCacheGradients(
     const { value, grads } = tf.valueAndGrads((...inputs: Tensor[]) => {
       const out = method.coupledLoss(inputs, labels, indices);
       for (const [name, t] of Object.entries(out.terms ?? {})) metrics[name] = t.dataSync()[0];
-      return out.loss;
+      // An embedding the loss does not differentiate (SwAV's projections, only queued) gets a
+      // zero gradient instead of tfjs's "no path from x to y" error: loss + 0 · Σ e adds exactly 0.
+      return tf.add(out.loss, tf.addN(inputs.map((e) => tf.mul(tf.sum(e), 0)))) as Scalar;
     })(embeddings);
     metrics.loss = value.dataSync()[0];
     metrics.embedding_std = tf.tidy(() => embeddingStd(embeddings[0]).dataSync()[0]);

@@ -1,6 +1,9 @@
 import { BatchNorm, GELU, LayerNorm, Linear, ReLU, Sequential, type NormKind } from '../core/layers.js';
-import type { Layer } from '../core/module.js';
+import { truncNormal, uniformFanIn } from '../core/init.js';
+import { l2NormalizeRows } from '../core/ops.js';
+import { Layer } from '../core/module.js';
 import type { Rng } from '../core/random.js';
+import { tf, type Tensor, type Variable } from '../core/tf.js';
 
 /**
  * The normalisation of a head's hidden layer of `dim` features: batch norm, or for `group`
@@ -57,4 +60,78 @@ export function mlpHead(dims: number[], options: MlpHeadOptions): Sequential {
   if (outputNorm) layers.push(norm === 'batch' ? new BatchNorm(out, { affine: outputNorm === 'affine' }) : new LayerNorm(out));
   if (outputLayer) layers.push(outputLayer);
   return new Sequential(...layers);
+}
+
+/**
+ * A weight-normalised linear layer without bias whose norms are frozen at 1 (PyTorch's
+ * `nn.utils.weight_norm(nn.Linear(in, out, bias=False))` with `weight_g` filled with 1 and not
+ * trained, as SwAV's prototypes and DINO's last layer in solo-learn): `[B, in] -> [B, out]`,
+ * `y = x · (V / ‖V‖)` where each of the `out` columns of the parameter `weight` V
+ * `[in, out]` is divided by its L2 norm in the forward pass (the gradient flows through the
+ * normalisation into V; V itself is never re-normalised).
+ */
+export class WeightNormLinear extends Layer {
+  /** V `[in, out]`, initialised like `nn.Linear`'s weight. */
+  readonly weight: Variable;
+
+  constructor(
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    rng: Rng,
+  ) {
+    super();
+    this.weight = this.addParameter('weight', uniformFanIn([inFeatures, outFeatures], inFeatures, rng));
+  }
+
+  /** The effective weight `V / ‖V‖` (columns of norm 1), `[in, out]`. */
+  normalizedWeight(): Tensor {
+    return tf.tidy(() => tf.div(this.weight, tf.norm(this.weight, 'euclidean', 0, true)));
+  }
+
+  /** `[B, in] -> [B, out]`. */
+  forward(x: Tensor): Tensor {
+    return tf.tidy(() => tf.matMul(x, this.normalizedWeight()));
+  }
+}
+
+/** Options of {@link DinoHead}. */
+export interface DinoHeadOptions {
+  rng: Rng;
+  /** Hidden width of the MLP (solo-learn's `proj_hidden_dim`). */
+  hiddenDim: number;
+  /** Width of the bottleneck before the last layer (solo-learn's `proj_output_dim`). */
+  bottleneckDim: number;
+  /** Number K of output units (prototypes). */
+  outputDim: number;
+}
+
+/**
+ * DINO's head (solo-learn's `DINOHead` with its defaults: 3 layers, no batch norm, normalised
+ * last layer): `[B, F] -> [B, K]`, Linear-GELU-Linear-GELU-Linear to the bottleneck (weights
+ * from a normal of std 0.02 truncated to ±2, biases 0), L2-normalised, then a
+ * {@link WeightNormLinear} `lastLayer` (norms frozen at 1).
+ */
+export class DinoHead extends Layer {
+  readonly mlp: Sequential;
+  readonly lastLayer: WeightNormLinear;
+
+  constructor(inFeatures: number, { rng, hiddenDim, bottleneckDim, outputDim }: DinoHeadOptions) {
+    super();
+    const linear = (i: number, o: number) => {
+      const layer = new Linear(i, o, { rng });
+      tf.tidy(() => {
+        layer.weight.assign(truncNormal([i, o], 0.02, rng));
+        layer.bias!.assign(tf.zeros([o]));
+      });
+      return layer;
+    };
+    const layers = [linear(inFeatures, hiddenDim), new GELU(), linear(hiddenDim, hiddenDim), new GELU(), linear(hiddenDim, bottleneckDim)];
+    this.mlp = this.addModule('mlp', new Sequential(...layers));
+    this.lastLayer = this.addModule('lastLayer', new WeightNormLinear(bottleneckDim, outputDim, rng));
+  }
+
+  /** `[B, F] -> [B, K]`. */
+  forward(x: Tensor): Tensor {
+    return tf.tidy(() => this.lastLayer.forward(l2NormalizeRows(this.mlp.forward(x))));
+  }
 }

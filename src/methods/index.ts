@@ -1,6 +1,6 @@
 export * from './args.js';
 export * from './base.js';
-export { mlpHead, type MlpHeadOptions } from './heads.js';
+export { DinoHead, mlpHead, WeightNormLinear, type DinoHeadOptions, type MlpHeadOptions } from './heads.js';
 export { forwardCrops } from './forward-crops.js';
 export * from './queue.js';
 export * from './momentum.js';
@@ -22,4 +22,6 @@ export * from './wmse.js';
 export * from './vibcreg.js';
 export * from './cluster-memory.js';
 export * from './deepclusterv2.js';
+export * from './swav.js';
+export * from './dino.js';
 export * from './registry.js';

@@ -10,12 +10,14 @@ import { MoCoV3 } from './mocov3.js';
 import { ReSSL } from './ressl.js';
 import { DCL } from './dcl.js';
 import { DeepClusterV2 } from './deepclusterv2.js';
+import { DINO } from './dino.js';
 import { NNBYOL } from './nnbyol.js';
 import { NNCLR } from './nnclr.js';
 import { NNSiam } from './nnsiam.js';
 import { SimCLR } from './simclr.js';
 import { SimSiam } from './simsiam.js';
 import { SupCon } from './supcon.js';
+import { SwAV } from './swav.js';
 import { VICReg } from './vicreg.js';
 import { VIbCReg } from './vibcreg.js';
 import { WMSE } from './wmse.js';
@@ -116,6 +118,8 @@ const BUILT_IN: Record<string, MethodClass> = {
   wmse: WMSE,
   vibcreg: VIbCReg,
   deepclusterv2: DeepClusterV2,
+  swav: SwAV,
+  dino: DINO,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

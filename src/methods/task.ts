@@ -4,7 +4,15 @@ import { subset, type Dataset } from '../data/dataset.js';
 import type { MultiViewBatch } from '../data/loader.js';
 import { extractDatasetFeatures, type ExtractedFeatures } from '../eval/features.js';
 import { weightedKnn } from '../eval/knn.js';
-import { createOptimizer, scaleLearningRate, splitWeightDecay, toNamedParams, WarmupCosineSchedule, type ParamGroup } from '../optim/index.js';
+import {
+  cosineWeightDecay,
+  createOptimizer,
+  scaleLearningRate,
+  splitWeightDecay,
+  toNamedParams,
+  WarmupCosineSchedule,
+  type ParamGroup,
+} from '../optim/index.js';
 import type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
 import { accuracy, type BaseMethod, type StepInfo } from './base.js';
 import { gradCacheGradients } from './grad-cache.js';
@@ -22,6 +30,11 @@ export interface OptimSettings {
   warmupEpochs: number;
   warmupStartLr: number;
   minLr: number;
+  /**
+   * Weight decay at the last step of a cosine schedule from `weightDecay` (DINO's; see
+   * {@link cosineWeightDecay}); undefined: constant. Applies to the groups with weight decay.
+   */
+  weightDecayEnd?: number;
   /** Global batch over all ranks, for the lr scaling `lr * globalBatch / 256`. */
   globalBatch: number;
 }
@@ -112,9 +125,13 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
       warmupStartLr: o.warmupStartLr,
       minLr: o.minLr,
     });
+    // The groups with weight decay (not the classifier, not the `_no_decay` ones) follow --weight-decay-end.
+    const decayed = optimizer.groups.filter((g) => g.weightDecay > 0);
     const scheduler: TrainerScheduler = {
       apply: (step) => {
         schedule.apply(optimizer, step);
+        const end = o.weightDecayEnd;
+        if (end !== undefined) for (const g of decayed) g.weightDecay = cosineWeightDecay(step, o.weightDecay, end, info.totalSteps);
         return Object.fromEntries(optimizer.groups.map((g, i) => [g.name, optimizer.getLr(i)]));
       },
     };
@@ -132,6 +149,10 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
 
   onTrainBatchStart(progress: Progress): void {
     this.method.onTrainBatchStart(stepInfo(progress));
+  }
+
+  adjustGradients(grads: Record<string, Tensor>, progress: Progress): Record<string, Tensor> {
+    return this.method.adjustGradients(grads, stepInfo(progress));
   }
 
   onTrainBatchEnd(progress: Progress): void {

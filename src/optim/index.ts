@@ -16,5 +16,5 @@ export {
 export { SGD, type SGDOptions } from './sgd.js';
 export { LARS, type LARSOptions } from './lars.js';
 export { AdamW, type AdamWOptions } from './adamw.js';
-export { type WarmupCosineOptions, warmupCosineLr, WarmupCosineSchedule, scaleLearningRate } from './schedule.js';
+export { type WarmupCosineOptions, cosineWeightDecay, warmupCosineLr, WarmupCosineSchedule, scaleLearningRate } from './schedule.js';
 export { type OptimizerOptions, createOptimizer } from './factory.js';

@@ -37,6 +37,16 @@ export function warmupCosineLr(step: number, baseLr: number, options: WarmupCosi
 }
 
 /**
+ * DINO's cosine weight-decay schedule (its `cosine_scheduler(weight_decay, weight_decay_end)`,
+ * without warmup): `end + (base − end) · (1 + cos(π · step / totalSteps)) / 2` before optimizer
+ * step `step` (0-based), `end` from `totalSteps` on.
+ */
+export function cosineWeightDecay(step: number, base: number, end: number, totalSteps: number): number {
+  if (step >= totalSteps) return end;
+  return end + 0.5 * (base - end) * (1 + Math.cos((Math.PI * step) / totalSteps));
+}
+
+/**
  * A warmup-cosine schedule (see {@link warmupCosineLr}) for an optimizer's groups. Each
  * group anneals from its own base lr (its `initialLr`, the lr it was constructed with), so
  * restoring an optimizer checkpoint (which restores the current lrs) does not shift the

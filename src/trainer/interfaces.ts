@@ -75,6 +75,15 @@ export interface TrainingModule<B> {
   onTrainEpochStart?(progress: Progress): void;
   /** Before the first batch of each optimizer step. */
   onTrainBatchStart?(progress: Progress): void;
+  /**
+   * Adjusts the gradients about to be applied, after the strategy's reduce (so the global
+   * batch's gradients, identical on every rank), keyed by variable name: e.g. drops the
+   * gradients of parameters frozen at this point of training (a parameter without a gradient
+   * is not updated at all: no momentum, no weight decay) or clips their norm. `progress` is
+   * the step's (its `step` counts the steps done before it). Returns the gradients to apply;
+   * the tensors it creates are the caller's to dispose.
+   */
+  adjustGradients?(grads: Record<string, Tensor>, progress: Progress): Record<string, Tensor>;
   /** After each optimizer step. */
   onTrainBatchEnd?(progress: Progress): void;
   /** Extra per-step values to log (e.g. an EMA coefficient). */

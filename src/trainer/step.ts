@@ -33,9 +33,10 @@ export function accumulateBatch<B>(module: TrainingModule<B>, batch: B, variable
 /**
  * Averages the accumulated gradients and syncs them through `strategy`, reduces the metrics
  * (with the images/s from `throughput` and the flag "this rank's gradient is not finite")
- * over ranks, lets `check` veto the step (it throws), lets `inspect` read the gradients about
- * to be applied (keyed by variable name; they are disposed afterwards), then steps the
- * optimizer. Returns this rank's metrics and the metrics reduced over ranks.
+ * over ranks, lets `check` veto the step (it throws), lets `adjust` change the reduced
+ * gradients (the module's `adjustGradients`, e.g. freezing or clipping), lets `inspect` read the
+ * gradients about to be applied (keyed by variable name; they are disposed afterwards), then
+ * steps the optimizer. Returns this rank's metrics and the metrics reduced over ranks.
  */
 export function applyStep(
   strategy: Strategy,
@@ -45,9 +46,11 @@ export function applyStep(
   check: (reduced: Record<string, number>, gradient: { flag: number; name?: string }) => void,
   throughput: () => number,
   inspect?: (applied: Record<string, Tensor>) => void,
+  adjust?: (reduced: Record<string, Tensor>) => Record<string, Tensor>,
 ): { local: Record<string, number>; reduced: Record<string, number> } {
   const local = acc.count === 1 ? acc.grads : Object.fromEntries(Object.entries(acc.grads).map(([name, g]) => [name, tf.tidy(() => tf.div(g, acc.count))]));
   let reduced: Record<string, Tensor> = {};
+  let applied: Record<string, Tensor> = {};
   try {
     reduced = strategy.reduceGradients(local, variables);
     const metrics: Record<string, number> = Object.fromEntries(Object.entries(acc.metrics).map(([name, sum]) => [name, sum / acc.count]));
@@ -57,11 +60,12 @@ export function applyStep(
     const flag = all[GRADIENT_FLAG];
     delete all[GRADIENT_FLAG];
     check(all, { flag, name: badGradient });
-    inspect?.(reduced);
-    optimizer.step(reduced);
+    applied = adjust ? adjust(reduced) : reduced;
+    inspect?.(applied);
+    optimizer.step(applied);
     return { local: metrics, reduced: all };
   } finally {
-    tf.dispose([...new Set([...Object.values(reduced), ...Object.values(local), ...Object.values(acc.grads)])]);
+    tf.dispose([...new Set([...Object.values(applied), ...Object.values(reduced), ...Object.values(local), ...Object.values(acc.grads)])]);
   }
 }
 

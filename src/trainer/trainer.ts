@@ -189,6 +189,8 @@ export class Trainer {
               last = now;
               return value;
             },
+            undefined,
+            module.adjustGradients && ((grads) => module.adjustGradients!(grads, progress)),
           );
           pending = undefined;
           progress.step++;

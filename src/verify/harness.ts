@@ -9,7 +9,7 @@ import { formatLossCaseReport, runLossCaseOnRank } from './loss-check.js';
 import { SingleProcessGroup, type ProcessGroup } from '../core/process-group.js';
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
-import type { TrainerOptimizer } from '../trainer/interfaces.js';
+import type { Progress, TrainerOptimizer } from '../trainer/interfaces.js';
 import { accumulateBatch, applyStep, type Accumulated } from '../trainer/step.js';
 import { SingleDeviceStrategy, type Strategy } from '../trainer/strategy.js';
 import { invalidValue } from '../core/errors.js';
@@ -80,10 +80,13 @@ interface StepResult {
 /**
  * One optimizer step of `task` as the trainer runs it (src/trainer/step.ts): the gradients of
  * `batches` (the step's micro-batches; the gradient cache when the task has one) summed on
- * this rank, averaged, synced once through `strategy`, applied. Returns the loss (mean over
+ * this rank, averaged, synced once through `strategy`, adjusted by the task, applied, with the
+ * trainer's hooks before it (`progress`: the step's, `step` counting the steps before it). Returns the loss (mean over
  * micro-batches and ranks) and the gradients the optimizer applied, by parameter name.
  */
-function step(task: SslTask, optimizer: TrainerOptimizer, batches: MultiViewBatch[], strategy: Strategy): StepResult {
+function step(task: SslTask, optimizer: TrainerOptimizer, batches: MultiViewBatch[], strategy: Strategy, progress: Progress): StepResult {
+  if (progress.batchInEpoch === 0) task.onTrainEpochStart(progress);
+  task.onTrainBatchStart(progress);
   const variables = task.method.trainableParameters();
   let acc: Accumulated | undefined;
   for (const batch of batches) acc = accumulateBatch(task, batch, variables, acc);
@@ -103,6 +106,7 @@ function step(task: SslTask, optimizer: TrainerOptimizer, batches: MultiViewBatc
     () => {},
     () => 0,
     inspect,
+    (g) => task.adjustGradients(g, progress),
   );
   return { loss: reduced.loss, grads };
 }
@@ -231,24 +235,16 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   let before = { one: initialState, ranks: reference ? stateArrays(distributed) : {} };
   try {
     for (let s = 0; s < steps; s++) {
-      const first = s * accumulate;
-      // The hooks see the progress the trainer gives them: before the step (epoch start, batch
-      // start), then after it (batch end).
-      const start = { epoch: Math.floor(first / perEpoch), step: s, batchInEpoch: first % perEpoch, totalSteps: steps };
-      const progress = { ...start, step: s + 1, batchInEpoch: 0 };
-      const startStep = (task: SslTask) => {
-        if (start.batchInEpoch === 0) task.onTrainEpochStart(start);
-        task.onTrainBatchStart(start);
-      };
-      startStep(ddpTask);
-      const ddpOut = step(ddpTask, ddpOptimizer, await stepBatches(ddpLoader, s), strategy);
+      const epoch = Math.floor((s * accumulate) / perEpoch);
+      const atStart = { epoch, step: s, batchInEpoch: s * accumulate - epoch * perEpoch, totalSteps: steps };
+      const progress = { epoch, step: s + 1, batchInEpoch: 0, totalSteps: steps };
+      const ddpOut = step(ddpTask, ddpOptimizer, await stepBatches(ddpLoader, s), strategy, atStart);
       ddpTask.onTrainBatchEnd(progress);
       if (!reference || !referenceLoader) continue;
       const batches = await stepBatches(referenceLoader, s);
       const run = (r: OneProcessRun, b: MultiViewBatch[], orders?: Int32Array[]) => {
         if (orders) r.method.presentSampleOrders(orders);
-        startStep(r.task);
-        const out = step(r.task, r.optimizer, b, single);
+        const out = step(r.task, r.optimizer, b, single, atStart);
         r.task.onTrainBatchEnd(progress);
         // A twin's queues got its samples in its order: put them in the reference's.
         if (orders) for (const [, queue] of r.method.queues()) queue.reorderLastWrites(orders);

@@ -4,6 +4,7 @@ import { createBackbone } from '../../src/backbones/index.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
+import { buildConfig } from '../../src/experiment/config.js';
 import { SslTask, type OptimSettings } from '../../src/methods/task.js';
 import type { Optimizer } from '../../src/optim/index.js';
 
@@ -100,4 +101,37 @@ describe('weight decay leaves biases and normalisation weights alone, with every
       plain.opt.dispose();
     });
   }
+
+  for (const kind of ['sgd', 'lars'] as const) {
+    it(`${kind}: --weight-decay-end follows a cosine from --weight-decay over the run's steps in the decayed groups only`, () => {
+      const task = new SslTask(simclr(), { ...SETTINGS, optimizer: kind, weightDecay: 0.04, weightDecayEnd: 0.4 });
+      const { optimizer, scheduler } = task.configureOptimizers({ totalSteps: 10, stepsPerEpoch: 5 });
+      const opt = optimizer as Optimizer;
+      const decays = (step: number) => {
+        scheduler.apply(step);
+        return Object.fromEntries(opt.groups.map((g) => [g.name, g.weightDecay]));
+      };
+      const expected = (step: number) => 0.4 + 0.5 * (0.04 - 0.4) * (1 + Math.cos((Math.PI * step) / 10));
+      for (const step of [0, 3, 5, 9, 10]) {
+        const got = decays(step);
+        assert.ok(Math.abs(got.method! - expected(step)) < 1e-12, `step ${step}: ${got.method}`);
+        assert.equal(got.classifier, 0);
+        if ('method_no_decay' in got) assert.equal(got.method_no_decay, 0);
+      }
+      assert.ok(Math.abs(decays(0).method! - 0.04) < 1e-12);
+      assert.ok(Math.abs(decays(10).method! - 0.4) < 1e-12);
+      // Without it the weight decay is constant.
+      const constant = new SslTask(simclr(), { ...SETTINGS, optimizer: kind, weightDecay: 0.04 }).configureOptimizers({ totalSteps: 10, stepsPerEpoch: 5 });
+      constant.scheduler.apply(7);
+      assert.equal((constant.optimizer as Optimizer).groups.find((g) => g.name === 'method')!.weightDecay, 0.04);
+      opt.dispose();
+      constant.optimizer.dispose();
+    });
+  }
+
+  it('--weight-decay-end is a config option (weight_decay_end), refused below 0', () => {
+    assert.equal(buildConfig({ weightDecayEnd: 0.4 }).weightDecayEnd, 0.4);
+    assert.equal(buildConfig({}).weightDecayEnd, undefined);
+    assert.throws(() => buildConfig({ weightDecayEnd: -1 }), /weight-decay-end|weightDecayEnd/);
+  });
 });

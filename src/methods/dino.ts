@@ -1,0 +1,122 @@
+import { detach } from '../core/ops.js';
+import { tf, type Tensor, type Tensor1D, type Tensor2D, type Variable } from '../core/tf.js';
+import type { CropPolicy } from '../data/augment/crops.js';
+import { dinoLoss } from '../losses/dino.js';
+import { defineArgs, type ArgValues } from './args.js';
+import { withoutGradients, type MethodContext, type OptimDefaults, type SslLossOutput, type StepInfo } from './base.js';
+import { forwardCrops } from './forward-crops.js';
+import { DinoHead } from './heads.js';
+import { MomentumMethod } from './momentum.js';
+
+/**
+ * DINO (Caron et al. 2021): self-distillation without labels. The student (backbone and
+ * {@link DinoHead}) sees every crop, the teacher (their EMA copy, {@link MomentumMethod}) the
+ * global crops; each student output `[B, K]` predicts the centred, sharpened teacher
+ * distribution of every other global crop ({@link dinoLoss}).
+ *
+ * - Centre: a `[K]` buffer (checkpointed, compared by `verify`), updated at every loss with
+ *   the teacher outputs' mean over the global batch (all-reduced inside the loss), so every
+ *   rank holds the one-process centre.
+ * - Teacher temperature: linear warm-up from `warmupTeacherTemperature` to
+ *   `teacherTemperature` over the first `warmupTeacherTemperatureEpochs` epochs (solo-learn's
+ *   `np.linspace` per epoch), then constant; the epoch is read before each step.
+ * - {@link adjustGradients}, on the reduced gradients: with `clipGrad` > 0 each backbone
+ *   parameter's gradient is scaled to norm at most `clipGrad` (solo-learn's
+ *   `dino_clip_gradients`, `clip / (‖g‖ + 1e-6)`); during the first `freezeLastLayerEpochs`
+ *   epochs the head's last layer gets no gradient (not updated, no momentum, no weight decay).
+ *
+ * Defaults are solo-learn's CIFAR recipe (`scripts/pretrain/cifar/dino.yaml`,
+ * `solo/methods/dino.py`): head 2048-2048-256 -> 4096, tau 0.9995 -> 1, student temperature
+ * 0.1, teacher 0.07 (warm-up from 0.04 over 0 epochs), centre momentum 0.9, no clipping, last
+ * layer frozen for 1 epoch, LARS lr 0.3, classifier lr 0.1, weight decay 1e-6, the asymmetric
+ * `byol` views, 2 global crops (the recipe has no local crops; `--crops` adds them, e.g.
+ * DINO's `2x28:0.4-1,6x12:0.05-0.4`).
+ */
+export class DINO extends MomentumMethod {
+  static override readonly args = defineArgs({
+    ...MomentumMethod.args,
+    baseTau: { ...MomentumMethod.args.baseTau, default: 0.9995 },
+    projHiddenDim: { kind: 'int', default: 2048, ge: 1, description: 'hidden width of the head (and of its EMA teacher)' },
+    projOutputDim: { kind: 'int', default: 256, ge: 1, description: 'bottleneck width of the head, before its last layer' },
+    numPrototypes: { kind: 'int', default: 4096, ge: 1, description: 'output width K of the head (the width of the centre)' },
+    studentTemperature: { kind: 'float', default: 0.1, gt: 0, description: 'softmax temperature of the student' },
+    teacherTemperature: { kind: 'float', default: 0.07, gt: 0, description: 'softmax temperature of the teacher after the warm-up' },
+    warmupTeacherTemperature: { kind: 'float', default: 0.04, gt: 0, description: 'teacher temperature at epoch 0 of the warm-up' },
+    warmupTeacherTemperatureEpochs: { kind: 'int', default: 0, ge: 0, description: 'epochs of the linear teacher temperature warm-up' },
+    centreMomentum: { kind: 'float', default: 0.9, ge: 0, le: 1, description: 'momentum of the teacher centre' },
+    clipGrad: { kind: 'float', default: 0, ge: 0, description: "largest norm of each backbone parameter's gradient (0: no clipping)" },
+    freezeLastLayerEpochs: { kind: 'int', default: 1, ge: 0, description: "epochs during which the head's last layer gets no gradient" },
+  });
+  declare readonly args: ArgValues<typeof DINO.args>;
+  static override readonly paper = 'Caron et al. 2021, "Emerging Properties in Self-Supervised Vision Transformers"';
+  static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-6 };
+  static override readonly viewRecipe = 'byol' as const;
+  static override readonly crops: CropPolicy = { globalCrops: 2, multiCrop: true, localScale: [0.05, 0.4] };
+
+  /** The student's head, `[B, F] -> [B, numPrototypes]`. */
+  readonly head: DinoHead;
+  /** The teacher's head (EMA copy of {@link head}). */
+  readonly momentumHead: DinoHead;
+  /** `[numPrototypes]`: the teacher centre (zeros at the start). */
+  readonly centre: Variable;
+  /** The epoch of the current step (set by {@link onTrainBatchStart}). */
+  private epoch = 0;
+
+  constructor(ctx: MethodContext) {
+    super(ctx);
+    const { projHiddenDim, projOutputDim, numPrototypes } = this.args;
+    const head = { hiddenDim: projHiddenDim, bottleneckDim: projOutputDim, outputDim: numPrototypes };
+    this.head = this.addModule('head', new DinoHead(this.backbone.featureDim, { ...head, rng: ctx.rng }));
+    this.momentumHead = this.addMomentumProjector(this.head, new DinoHead(this.backbone.featureDim, { ...head, rng: ctx.rng }));
+    this.centre = this.addBuffer('centre', tf.zeros([numPrototypes]));
+    this.initializeTargets();
+  }
+
+  /** The teacher temperature of `epoch`: linear from the warm-up value over the warm-up epochs, then constant. */
+  teacherTemperature(epoch: number): number {
+    const { warmupTeacherTemperature: start, teacherTemperature: end, warmupTeacherTemperatureEpochs: epochs } = this.args;
+    if (epoch >= epochs) return end;
+    return epochs === 1 ? start : start + ((end - start) * epoch) / (epochs - 1);
+  }
+
+  /** The student's outputs of every crop, then the teacher's (detached) of the global crops: `[B, K]` each. */
+  override embed(features: Tensor[], views: Tensor[]): Tensor[] {
+    const student = features.map((f) => this.head.forward(f));
+    const globalViews = views.slice(0, this.cropPolicy.globalCrops);
+    const teacher = forwardCrops(globalViews, (x) => detach(this.momentumHead.forward(this.momentumBackbone.forward(x))));
+    return [...student, ...teacher];
+  }
+
+  override embeddingLoss(embeddings: Tensor[]): SslLossOutput {
+    const split = embeddings.length - this.cropPolicy.globalCrops;
+    const [student, teacher] = [embeddings.slice(0, split) as Tensor2D[], embeddings.slice(split) as Tensor2D[]];
+    const options = {
+      studentTemperature: this.args.studentTemperature,
+      teacherTemperature: this.teacherTemperature(this.epoch),
+      centreMomentum: this.args.centreMomentum,
+    };
+    const { loss, centre } = dinoLoss(student, teacher, this.centre as Tensor1D, options);
+    this.centre.assign(centre);
+    centre.dispose();
+    return { loss, embeddings: student[0] };
+  }
+
+  override onTrainBatchStart(info: StepInfo): void {
+    this.epoch = info.epoch;
+  }
+
+  /** Clips each backbone gradient to norm `clipGrad` (if > 0), then drops the last layer's during the first `freezeLastLayerEpochs` epochs. */
+  override adjustGradients(grads: Record<string, Tensor>, info: StepInfo): Record<string, Tensor> {
+    const clip = this.args.clipGrad;
+    const clipped = { ...grads };
+    if (clip > 0) {
+      for (const v of this.backbone.parameters()) {
+        const g = grads[v.name];
+        if (!g) continue;
+        const coefficient = clip / (tf.tidy(() => tf.norm(g).dataSync()[0]!) + 1e-6);
+        if (coefficient < 1) clipped[v.name] = tf.mul(g, coefficient);
+      }
+    }
+    return info.epoch < this.args.freezeLastLayerEpochs ? withoutGradients(clipped, this.head.lastLayer) : clipped;
+  }
+}
