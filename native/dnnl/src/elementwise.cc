@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cpu_common.h"
+#include "fast_math.h"
 
 namespace sz::cpu {
 namespace {
@@ -35,27 +36,6 @@ inline float fastErf(float v) {
   q = x2 * q + -7.37332916720468e-03f;
   q = x2 * q + -1.42647390514189e-02f;
   return x * p / q;
-}
-// exp(v) for v <= 0 in float32 (Cephes' expf: v = n ln2 + r, |r| <= ln2 / 2, a degree-5 polynomial
-// in r, scaled by 2^n through the exponent bits), within ~2 ulp of std::exp and free of calls so
-// that loops vectorise; 0 below -87 (where std::exp is denormal or 0).
-inline float fastExpNonPositive(float v) {
-  const float x = v < -87.f ? -87.f : v;
-  const float shifter = 12582912.f;  // 1.5 * 2^23: adding it rounds to the nearest integer
-  const float n = (x * 1.44269504088896341f + shifter) - shifter;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  __builtin_memcpy(&scale, &bits, sizeof scale);
-  const float e = p * scale;
-  return v < -87.f ? 0.f : e;
 }
 // dy * step(x) as tfjs's Relu gradient computes it: NaN where x is NaN, 0 * dy where x <= 0.
 struct ReluGrad { static float f(float dy, float x) { const float r = x > 0.f ? dy : 0.f * dy; return x != x ? x : r; } };
