@@ -32,6 +32,7 @@ import { convKernels } from './kernels/conv.js';
 import { cpuOpKernels } from './kernels/cpu-ops.js';
 import { matmulKernels } from './kernels/matmul.js';
 import { overrideReluGradient, RELU_GRAD, reluGradKernel, restoreReluGradient } from './kernels/relu-grad.js';
+import { softmaxKernels } from './kernels/softmax.js';
 import { tf } from './tf.js';
 
 const require = createRequire(import.meta.url);
@@ -53,8 +54,8 @@ export { groupNorm } from './kernels/group-norm.js';
 
 /** Native replacements of tfjs cpu kernels (the JS kernel stays as their fallback). */
 const REPLACING: NativeKernel[] = [...matmulKernels, ...convKernels, ...cpuOpKernels];
-/** Kernels that tfjs does not have (fused training batch norm, ReLU gradient, GELU), added with the others. */
-const ADDING: NativeKernel[] = [...batchNormKernels, ...groupNormKernels, reluGradKernel, ...geluKernels];
+/** Kernels that tfjs does not have (fused training batch norm, ReLU gradient, GELU, softmax), added with the others. */
+const ADDING: NativeKernel[] = [...batchNormKernels, ...groupNormKernels, reluGradKernel, ...geluKernels, ...softmaxKernels];
 
 /** Names of the tfjs kernels that have a native implementation. */
 export const NATIVE_KERNEL_NAMES: readonly string[] = REPLACING.map((k) => k.kernelName);
@@ -92,6 +93,8 @@ const ADDON_FUNCTIONS = [
   'numThreads',
   'binary',
   'unary',
+  'softmax',
+  'softmaxGrad',
   'reduce',
   'tile',
   'transpose',

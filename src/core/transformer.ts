@@ -5,10 +5,13 @@
  * Tokens are `[B, N, D]` (batch, tokens, features).
  */
 import { truncNormal } from './init.js';
+import { softmaxLastAxis } from './kernels/softmax.js';
 import { childLayer, gelu, LayerNorm, Linear } from './layers.js';
 import { Layer } from './module.js';
 import type { Rng } from './random.js';
 import { tf, type Tensor } from './tf.js';
+
+export { softmaxLastAxis };
 
 /** timm's ViT epsilon for every LayerNorm (`partial(nn.LayerNorm, eps=1e-6)`). */
 export const VIT_LAYER_NORM_EPS = 1e-6;
@@ -35,24 +38,6 @@ function perToken(layer: Layer, x: Tensor): Tensor {
     const y = tf.fused.matMul({ a: rows, b: layer.weight as tf.Tensor2D, bias: layer.bias });
     return tf.reshape(y, [b, n, layer.outFeatures]);
   });
-}
-
-/**
- * Softmax over the last axis, any shape to the same shape. Composed of max, subtract, exp, sum
- * and divide (which run on the native kernels; tfjs's own Softmax kernel is pure JS), with the
- * gradient `y ⊙ (dy − Σ dy ⊙ y)` from the saved output alone.
- */
-export function softmaxLastAxis(x: Tensor): Tensor {
-  const softmax = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
-    const [logits, save] = args as [Tensor, tf.GradSaveFunc];
-    const y = tf.tidy(() => {
-      const e = tf.exp(tf.sub(logits, tf.max(logits, -1, true)));
-      return tf.div(e, tf.sum(e, -1, true));
-    });
-    save([y]);
-    return { value: y, gradFunc: (dy, [saved]) => tf.tidy(() => tf.mul(saved!, tf.sub(dy as Tensor, tf.sum(tf.mul(dy as Tensor, saved!), -1, true)))) };
-  });
-  return softmax(x);
 }
 
 /**

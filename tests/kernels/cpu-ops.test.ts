@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { gelu } from '../../src/core/layers.js';
 import { tf, type Tensor, type Tensor4D } from '../../src/core/tf.js';
+import { softmaxLastAxis } from '../../src/core/transformer.js';
 import { assertClose, assertRanNatively, bothEngines, randn, requireNativeKernels } from './helpers.js';
 
 /** A tensor with NaN, ±Infinity, ±0 and ties sprinkled in, to check the JS semantics. */
@@ -206,6 +207,20 @@ describe('kernels/native element-wise, reductions, batch norm, pooling', () => {
     assertClose(r, 'gelu', 1e-6);
     assertRanNatively(r.stats, 'SslZooGelu', 'gelu');
     assertRanNatively(r.stats, 'SslZooGeluGrad', 'gelu gradient');
+  });
+
+  it('softmax over the last axis runs as one native kernel each way and matches the composed tfjs form', () => {
+    const r = bothEngines(() => {
+      const x = randn([4, 3, 17, 65], 5, 4);
+      const w = randn([4, 3, 17, 65], 6);
+      return [softmaxLastAxis(x), tf.grad((a: Tensor) => tf.sum(tf.mul(softmaxLastAxis(a), w)))(x)];
+    });
+    assertClose(r, 'softmax', 1e-6);
+    assertRanNatively(r.stats, 'SslZooSoftmax', 'softmax');
+    assertRanNatively(r.stats, 'SslZooSoftmaxGrad', 'softmax gradient');
+    // Negative control: the normalisation is per row of the last axis, not of another axis.
+    const other = tf.tidy(() => tf.transpose(softmaxLastAxis(tf.transpose(randn([4, 3, 17, 65], 5, 4), [0, 1, 3, 2])), [0, 1, 3, 2]));
+    assert.ok(tf.max(tf.abs(tf.sub(other, tf.tensor(r.native.values[0], [4, 3, 17, 65])))).dataSync()[0] > 0.1, 'softmax: axis control');
   });
 
   it('leaves non-float32 tensors to the JS kernels', () => {

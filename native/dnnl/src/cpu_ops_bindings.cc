@@ -11,6 +11,7 @@
 #include "norm.h"
 #include "pool.h"
 #include "reduce.h"
+#include "softmax.h"
 #include "tile_transpose.h"
 
 namespace sz {
@@ -84,6 +85,30 @@ Napi::Value Unary(const Napi::CallbackInfo& info) {
   need(env, y, n, "out");
   if (op < cpu::kRelu || op > cpu::kGelu) throw Napi::RangeError::New(env, "unknown unary op");
   cpu::unary(static_cast<cpu::UnaryOp>(op), x.data, y.data, n, alpha);
+  return env.Undefined();
+}
+
+// softmax(x, out, rows, n) / softmaxGrad(y, dy, out, rows, n): over the last axis of [rows, n]
+Napi::Value Softmax(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  F32 x = f32(env, info[0], "x"), y = f32(env, info[1], "out");
+  const int64_t rows = num(info[2]), n = num(info[3]);
+  if (rows <= 0 || n <= 0) throw Napi::RangeError::New(env, "bad softmax shape");
+  need(env, x, rows * n, "x");
+  need(env, y, rows * n, "out");
+  cpu::softmaxRows(x.data, y.data, rows, n);
+  return env.Undefined();
+}
+
+Napi::Value SoftmaxGrad(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  F32 y = f32(env, info[0], "y"), dy = f32(env, info[1], "dy"), dx = f32(env, info[2], "out");
+  const int64_t rows = num(info[3]), n = num(info[4]);
+  if (rows <= 0 || n <= 0) throw Napi::RangeError::New(env, "bad softmax shape");
+  need(env, y, rows * n, "y");
+  need(env, dy, rows * n, "dy");
+  need(env, dx, rows * n, "out");
+  cpu::softmaxGradRows(y.data, dy.data, dx.data, rows, n);
   return env.Undefined();
 }
 
@@ -299,6 +324,8 @@ Napi::Value AvgPoolGrad(const Napi::CallbackInfo& info) {
 void registerCpuOps(Napi::Env env, Napi::Object exports) {
   exports.Set("binary", Napi::Function::New(env, Binary));
   exports.Set("unary", Napi::Function::New(env, Unary));
+  exports.Set("softmax", Napi::Function::New(env, Softmax));
+  exports.Set("softmaxGrad", Napi::Function::New(env, SoftmaxGrad));
   exports.Set("reduce", Napi::Function::New(env, Reduce));
   exports.Set("tile", Napi::Function::New(env, Tile));
   exports.Set("transpose", Napi::Function::New(env, Transpose));

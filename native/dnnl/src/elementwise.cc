@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cpu_common.h"
+#include "fast_math.h"
 
 namespace sz::cpu {
 namespace {
@@ -42,7 +43,7 @@ struct ReluGrad { static float f(float dy, float x) { const float r = x > 0.f ? 
 struct GeluGrad {
   static float f(float dy, float x) {
     const float cdf = 0.5f * (1.f + fastErf(x * 0.70710678118654752f));
-    return dy * (cdf + x * 0.39894228040143268f * std::exp(-0.5f * x * x));
+    return dy * (cdf + x * 0.39894228040143268f * fastExpNonPositive(-0.5f * x * x));
   }
 };
 

@@ -2,7 +2,8 @@
  * GELU (exact erf form) in one pass each way. Composed of tfjs ops, `x · 0.5 (1 + erf(x / √2))`
  * takes five passes forward and its gradient several more. While the native kernels are
  * installed, {@link gelu} runs `SslZooGelu` forward and `SslZooGeluGrad` backward, which compute
- * the same function and gradient `dy · (Φ(x) + x φ(x))` elementwise (std::erf, float32).
+ * the same function and gradient `dy · (Φ(x) + x φ(x))` elementwise in float32 (call-free erf
+ * and exp approximations within a few ulp, so the loops vectorise).
  */
 import { tf, type Tensor } from '../tf.js';
 import { f32, outputArray, type DnnlAddon, type NativeKernel } from './common.js';
