@@ -42,6 +42,17 @@ export interface SslLossOutput {
   embeddings?: Tensor;
 }
 
+/**
+ * The keys of a batch's per-sample randomness (DESIGN.md contract 8): sample k's draws come
+ * from `(seed, epoch, indices[k], ...)`, whatever the batch's composition or the world size.
+ */
+export interface SampleKeys {
+  seed: number;
+  epoch: number;
+  /** `[B]` global dataset indices of the batch's samples. */
+  indices: Int32Array;
+}
+
 /** A training step's total loss and its metrics (kept tensors; the caller disposes them). */
 export interface StepOutput {
   loss: Scalar;
@@ -197,7 +208,8 @@ export abstract class BaseMethod extends Module {
     return this.inGroup(() => this.embeddingLoss(embeddings, labels));
   }
 
-  private inGroup<T>(fn: () => T): T {
+  /** Runs `fn` (a loss) over the group from {@link setup}; an error in a multi-rank job never set up. */
+  protected inGroup<T>(fn: () => T): T {
     if (!this.processGroup && jobWorldSize() > 1) {
       throw new Error(
         `${this.constructor.name}: its loss couples the samples of the batch but the method was not set up with the process group of this ${jobWorldSize()}-rank job (method.setup({ group }); the trainer does it)`,
@@ -228,8 +240,9 @@ export abstract class BaseMethod extends Module {
    * One training step's loss: the method's loss plus the online classifier's
    * cross-entropy on detached features of the global crops (every view of a two-view method). `labels` is `[B]` int32.
    * Returned metrics are kept (`tf.keep`) so they outlive the gradient tape's scope.
+   * `_samples` keys per-sample randomness of methods that draw some (MAE's masks).
    */
-  trainingStep(views: Tensor[], labels: Tensor): StepOutput {
+  trainingStep(views: Tensor[], labels: Tensor, _samples?: SampleKeys): StepOutput {
     const features = this.viewFeatures(views);
     const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views, labels));
     const classifier = this.classifierTerms(features, labels);

@@ -18,4 +18,7 @@ export * from './nnsiam.js';
 export * from './vicreg.js';
 export * from './supcon.js';
 export * from './dcl.js';
+export * from './mae.js';
+export { MaeDecoder, sinCosPositionEmbedding, type MaeDecoderOptions } from './mae-decoder.js';
+export * from './mae-masking.js';
 export * from './registry.js';

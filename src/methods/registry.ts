@@ -5,6 +5,7 @@ import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
 import { BarlowTwins } from './barlow-twins.js';
 import { BYOL } from './byol.js';
+import { MAE } from './mae.js';
 import { MoCoV2Plus } from './mocov2plus.js';
 import { MoCoV3 } from './mocov3.js';
 import { ReSSL } from './ressl.js';
@@ -110,6 +111,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   nnclr: NNCLR,
   nnbyol: NNBYOL,
   nnsiam: NNSiam,
+  mae: MAE,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

@@ -79,7 +79,8 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
 
   trainingStep(batch: MultiViewBatch): TrainingStepOutput {
     const [views, labels] = this.batchTensors(batch);
-    return this.method.trainingStep(views, labels);
+    const { seed, epoch, indices } = batch;
+    return this.method.trainingStep(views, labels, seed === undefined || epoch === undefined ? undefined : { seed, epoch, indices });
   }
 
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {
