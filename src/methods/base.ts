@@ -125,6 +125,8 @@ export abstract class BaseMethod extends Module {
    * crop size, see {@link viewFeatures}) and may set default local crops.
    */
   static readonly crops: CropPolicy = TWO_GLOBAL_CROPS;
+  /** The backbone when the config names none (`--backbone`). */
+  static readonly defaultBackbone: string = 'tiny_resnet';
 
   readonly backbone: Backbone;
   readonly classifier: Linear;

@@ -39,6 +39,7 @@ export class MAE extends BaseMethod {
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'adamw', lr: 2e-4, classifierLr: 2e-4, weightDecay: 0.05 };
   static override readonly viewRecipe: ViewRecipe = 'reconstruction';
   static override readonly crops: CropPolicy = Object.freeze({ globalCrops: 1, multiCrop: false });
+  static override readonly defaultBackbone: string = 'vit_tiny';
 
   readonly encoder: VisionTransformer;
   readonly decoder: MaeDecoder;

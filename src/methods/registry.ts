@@ -28,6 +28,7 @@ export interface MethodClass {
   readonly paper: string;
   readonly needsLabels: boolean;
   readonly crops: CropPolicy;
+  readonly defaultBackbone: string;
 }
 
 const registry = new Map<string, MethodClass>();
