@@ -91,9 +91,9 @@ export function describeMethods(names: readonly string[] = methodNames()): strin
     .join('\n\n');
 }
 
-/** `2 global crops` or `2 global crops + local crops (default 6)`, for {@link describeMethods}. */
+/** `2 global crops`, `1 global crop` or `2 global crops + local crops (default 6)`, for {@link describeMethods}. */
 function describeCrops(policy: CropPolicy): string {
-  const global = `${policy.globalCrops} global crops`;
+  const global = `${policy.globalCrops} global crop${policy.globalCrops === 1 ? '' : 's'}`;
   return policy.multiCrop ? `${global} + local crops (default ${policy.defaultLocalCrops ?? 0})` : global;
 }
 

@@ -133,12 +133,13 @@ describe('data/crops: parsing and validation', () => {
     );
   });
 
-  it('every built-in method takes exactly 2 global crops and refuses local crops', () => {
+  it('every built-in method takes exactly 2 global crops (mae: 1) and refuses local crops', () => {
     for (const name of BUILT_IN_METHODS) {
       const cls = getMethodClass(name);
-      assert.deepEqual(cls.crops, TWO_GLOBAL_CROPS, name);
+      assert.deepEqual(cls.crops, name === 'mae' ? { globalCrops: 1, multiCrop: false } : TWO_GLOBAL_CROPS, name);
+      const global = cls.crops.globalCrops;
       assertUserError(
-        () => prepareExperiment(buildConfig({ method: name, syntheticSize: 64, crops: '2x28:0.14-1,6x12:0.05-0.14' })),
+        () => prepareExperiment(buildConfig({ method: name, syntheticSize: 64, crops: `${global}x28:0.14-1,6x12:0.05-0.14` })),
         new RegExp(`^--crops: .* for method '${name}', .*takes no local crops$`),
       );
     }
@@ -169,7 +170,7 @@ describe('data/crops: views', () => {
       const indices = [5, 0, 63, 17];
       const a = augmentBatch(experiment.train, experiment.views, 3, 2, indices);
       const b = augmentBatch(experiment.train, recipe, 3, 2, indices);
-      assert.equal(a.length, 2);
+      assert.equal(a.length, getMethodClass(name).crops.globalCrops);
       a.forEach((view, v) => assert.deepEqual(view, b[v], `${name} view ${v}`));
     }
   });
