@@ -1,7 +1,7 @@
 /**
  * `npm run bench:zoo`: the zoo's learning benchmark. Trains every method (or `--methods a,b`)
  * on all 60k Fashion-MNIST training images with its recipe `configs/<method>-fashion-mnist.yaml`
- * (tiny_resnet), the same number of epochs for all (`--epochs`, default 3), and measures on
+ * (tiny_resnet; vit_tiny for the ViT methods), the same number of epochs for all (`--epochs`, default 3), and measures on
  * the 10k test images the weighted kNN top-1 (k 20, τ 0.07, memory = the whole training set)
  * and the online linear top-1, with the wall time and training images/s. Beside them, the
  * same kNN on the random-init backbone and on raw pixels (`--baselines`, or when missing).
@@ -104,7 +104,6 @@ function benchConfig(method: string, epochs: number): TrainConfig {
   return buildConfig({
     ...recipe,
     dataset: 'fashion-mnist',
-    backbone: 'tiny_resnet',
     epochs,
     warmupEpochs: epochs / 10,
     // Validation at the end only, unless --curves (before the first step and after every epoch:

@@ -62,6 +62,8 @@ export class VisionTransformer extends Backbone {
   readonly featureDim: number;
   /** Side of the position-embedding grid (patches per side of an `imageSize` image). */
   readonly gridSize: number;
+  /** Channels C of the input images. */
+  readonly inChannels: number;
   readonly clsToken: Variable;
   readonly posEmbed: Variable;
 
@@ -73,6 +75,7 @@ export class VisionTransformer extends Backbone {
     const { embedDim: dim, patchSize } = config;
     const { rng } = options;
     this.featureDim = dim;
+    this.inChannels = options.inChannels;
     this.gridSize = Math.floor(options.imageSize / patchSize);
     this.addModule('patch_embed', new PatchEmbed(options.inChannels, dim, patchSize, rng));
     this.clsToken = this.addParameter('cls_token', tf.tensor(rng.normalArray(dim, 0, 1e-6), [1, 1, dim]));
@@ -100,6 +103,31 @@ export class VisionTransformer extends Backbone {
       const encoded = childLayer(this, 'blocks').forward(tf.add(tokens, this.positionEmbedding(h, w)));
       const clsOut = tf.reshape(tf.slice(encoded, [0, 0, 0], [b, 1, dim]), [b, dim]);
       return childLayer(this, 'norm').forward(clsOut);
+    });
+  }
+
+  /**
+   * The encoder on a subset of each image's patches (MAE's `forward_encoder`): patches
+   * embedded and given their position embeddings, only the `k` patches listed in `keep`
+   * (`[B·k]`, row-major patch indices per sample) kept, the `[CLS]` token prefixed, the blocks
+   * and the final LayerNorm: `[B, H, W, C] -> [B, 1 + k, D]` (token 0 the `[CLS]` output).
+   * {@link forward} is unchanged.
+   */
+  encodeKept(x: Tensor, keep: Int32Array, k: number): Tensor {
+    return tf.tidy(() => {
+      const dim = this.featureDim;
+      const patches = childLayer(this, 'patch_embed').forward(x);
+      const [b, h, w] = patches.shape;
+      const L = h * w;
+      if (keep.length !== b * k || keep.some((i) => i < 0 || i >= L)) throw new Error(`encodeKept: keep must hold ${b}x${k} patch indices in 0..${L - 1}`);
+      const pos = this.positionEmbedding(h, w);
+      const gridPos = tf.slice(pos, [0, 1, 0], [1, L, dim]);
+      const rows = tf.reshape(tf.add(tf.reshape(patches, [b, L, dim]), gridPos), [b * L, dim]);
+      const flat = keep.map((i, n) => Math.floor(n / k) * L + i);
+      const kept = tf.reshape(tf.gather(rows, tf.tensor1d(flat, 'int32')), [b, k, dim]);
+      const cls = tf.broadcastTo(tf.add(this.clsToken, tf.slice(pos, [0, 0, 0], [1, 1, dim])), [1, b, dim]);
+      const tokens = tf.transpose(tf.concat([cls, tf.transpose(kept, [1, 0, 2])], 0), [1, 0, 2]);
+      return childLayer(this, 'norm').forward(childLayer(this, 'blocks').forward(tokens));
     });
   }
 

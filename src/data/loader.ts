@@ -26,6 +26,9 @@ export interface MultiViewBatch {
   indices: Int32Array;
   /** Index of the batch within its epoch (0-based). */
   index: number;
+  /** The epoch and augmentation seed the views were drawn for (with `indices`, the keys of per-sample randomness). */
+  epoch?: number;
+  seed?: number;
 }
 
 export interface MultiViewLoaderOptions {
@@ -204,7 +207,7 @@ export class MultiViewLoader {
   }
 
   /** The batch (labels of the images it shows); reports its newly met unreadable files. */
-  private makeBatch(index: number, indices: Int32Array, { views, sources, skipped }: AugmentedBatch): MultiViewBatch {
+  private makeBatch(epoch: number, index: number, indices: Int32Array, { views, sources, skipped }: AugmentedBatch): MultiViewBatch {
     for (const file of skipped) {
       if (this.skippedPaths.has(file.path)) continue;
       this.skippedPaths.add(file.path);
@@ -215,7 +218,7 @@ export class MultiViewLoader {
     const labels = new Int32Array(B);
     for (let k = 0; k < B; k++) labels[k] = this.dataset.labels[sources[k]];
     const shapes = this.views.map((v) => [B, v.cropSize, v.cropSize, c] as [number, number, number, number]);
-    return { views, shape: [...shapes[0]], shapes, labels, indices, index };
+    return { views, shape: [...shapes[0]], shapes, labels, indices, index, epoch, seed: this.seed };
   }
 
   /**
@@ -238,7 +241,7 @@ export class MultiViewLoader {
       this.inlineReader ??= new PixelReader(pixelStore(this.dataset));
       for (let b = startBatch; b < nb; b++) {
         const indices = batchIndices(b);
-        yield this.makeBatch(b, indices, await augmentStoreBatch(this.inlineReader, this.views, this.seed, epoch, indices));
+        yield this.makeBatch(epoch, b, indices, await augmentStoreBatch(this.inlineReader, this.views, this.seed, epoch, indices));
       }
       return;
     }
@@ -257,7 +260,7 @@ export class MultiViewLoader {
       }
       const batch = await inflight.get(b)!;
       inflight.delete(b);
-      yield this.makeBatch(b, batchIndices(b), batch);
+      yield this.makeBatch(epoch, b, batchIndices(b), batch);
     }
   }
 

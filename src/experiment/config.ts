@@ -19,7 +19,7 @@ import {
 import { parse as parseYaml } from 'yaml';
 import { BACKEND_CHOICES } from '../core/engine.js';
 import { UserError } from '../core/errors.js';
-import { methodNames } from '../methods/registry.js';
+import { getMethodClass, methodNames } from '../methods/registry.js';
 
 /** How a flag's text becomes a value; `pairs`: repeatable `name=number`, collected into a map. */
 export type FlagKind = 'number' | 'boolean' | 'string' | 'pairs';
@@ -74,7 +74,9 @@ export class TrainConfig {
   })
   @IsObject()
   methodArgs: Record<string, number> = {};
-  @Flag('<name>', 'backbone: resnet18, resnet50, tiny_resnet, mlp, vit_tiny, vit_small') @IsString() backbone = 'tiny_resnet';
+  @Flag('<name>', "backbone: resnet18, resnet50, tiny_resnet, mlp, vit_tiny, vit_small (default: the method's, tiny_resnet but vit_tiny for mae)")
+  @IsString()
+  backbone = 'tiny_resnet';
   @Flag('<bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)') @IsOptional() @IsBoolean() cifarStem?: boolean;
   @Flag('<name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100, or folder (your images in --data-dir)') @IsString() dataset = 'synthetic';
   @Flag('<dir>', 'dataset directory (fashion-mnist default: /usr/share/datasets/fashion-mnist; folder: DIR/<class>/*.{jpg,jpeg,png,webp})')
@@ -309,5 +311,6 @@ export function buildConfig(input: TrainConfigInput): TrainConfig {
   const config = plainToInstance(TrainConfig, input as object, { exposeDefaultValues: true });
   const errors = validateSync(config, { forbidUnknownValues: true });
   if (errors.length > 0) throw new UserError(describe(errors[0]));
+  if (input.backbone === undefined && methodNames().includes(config.method)) config.backbone = getMethodClass(config.method).defaultBackbone;
   return config;
 }

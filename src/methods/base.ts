@@ -45,6 +45,17 @@ export interface SslLossOutput {
   embeddings?: Tensor;
 }
 
+/**
+ * The keys of a batch's per-sample randomness (DESIGN.md contract 8): sample k's draws come
+ * from `(seed, epoch, indices[k], ...)`, whatever the batch's composition or the world size.
+ */
+export interface SampleKeys {
+  seed: number;
+  epoch: number;
+  /** `[B]` global dataset indices of the batch's samples. */
+  indices: Int32Array;
+}
+
 /** A training step's total loss and its metrics (kept tensors; the caller disposes them). */
 export interface StepOutput {
   loss: Scalar;
@@ -119,6 +130,8 @@ export abstract class BaseMethod extends Module {
    * crop size, see {@link viewFeatures}) and may set default local crops.
    */
   static readonly crops: CropPolicy = TWO_GLOBAL_CROPS;
+  /** The backbone when the config names none (`--backbone`). */
+  static readonly defaultBackbone: string = 'tiny_resnet';
 
   readonly backbone: Backbone;
   readonly classifier: Linear;
@@ -204,7 +217,8 @@ export abstract class BaseMethod extends Module {
     return this.inGroup(() => this.embeddingLoss(embeddings, labels, indices));
   }
 
-  private inGroup<T>(fn: () => T): T {
+  /** Runs `fn` (a loss) over the group from {@link setup}; an error in a multi-rank job never set up. */
+  protected inGroup<T>(fn: () => T): T {
     if (!this.processGroup && jobWorldSize() > 1) {
       throw new Error(
         `${this.constructor.name}: its loss couples the samples of the batch but the method was not set up with the process group of this ${jobWorldSize()}-rank job (method.setup({ group }); the trainer does it)`,
@@ -233,13 +247,14 @@ export abstract class BaseMethod extends Module {
 
   /**
    * One training step's loss: the method's loss plus the online classifier's
-   * cross-entropy on detached features of the global crops (every view of a two-view method). `labels` is `[B]` int32,
-   * `indices` `[B]` the samples' dataset indices (see {@link embeddingLoss}).
+   * cross-entropy on detached features of the global crops (every view of a two-view method). `labels` is `[B]` int32;
+   * `samples` keys the batch's samples: their dataset indices (given to {@link embeddingLoss}) and
+   * the seed and epoch that key per-sample randomness of methods that draw some (MAE's masks).
    * Returned metrics are kept (`tf.keep`) so they outlive the gradient tape's scope.
    */
-  trainingStep(views: Tensor[], labels: Tensor, indices?: Int32Array): StepOutput {
+  trainingStep(views: Tensor[], labels: Tensor, samples?: SampleKeys): StepOutput {
     const features = this.viewFeatures(views);
-    const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views, labels, indices));
+    const { loss: sslLoss, terms = {}, embeddings } = this.inGroup(() => this.sslLoss(features, views, labels, samples?.indices));
     const classifier = this.classifierTerms(features, labels);
     const total = tf.add(sslLoss, classifier.class_loss) as Scalar;
     const metrics: Record<string, Scalar> = { loss: sslLoss, ...classifier, ...terms };

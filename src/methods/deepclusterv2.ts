@@ -66,7 +66,7 @@ export class DeepClusterV2 extends BaseMethod {
   }
 
   override embeddingLoss([z1, z2]: Tensor[], _labels: Tensor, indices?: Int32Array): SslLossOutput {
-    if (!indices) throw new Error("DeepClusterV2: the batch's dataset indices are needed (trainingStep(views, labels, indices))");
+    if (!indices) throw new Error("DeepClusterV2: the batch's dataset indices are needed (trainingStep(views, labels, { seed, epoch, indices }))");
     const z = tf.concat([z1, z2], 0) as Tensor2D;
     // Scores [2B, K] per head; the prototypes are constants (frozen, reset by k-means).
     const scores = Array.from({ length: this.args.heads }, (_, h) => tf.matMul(z, this.memory.prototypes(h), false, true) as Tensor2D);

@@ -24,4 +24,7 @@ export * from './cluster-memory.js';
 export * from './deepclusterv2.js';
 export * from './swav.js';
 export * from './dino.js';
+export * from './mae.js';
+export { MaeDecoder, sinCosPositionEmbedding, type MaeDecoderOptions } from './mae-decoder.js';
+export * from './mae-masking.js';
 export * from './registry.js';

@@ -5,6 +5,7 @@ import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
 import { BarlowTwins } from './barlow-twins.js';
 import { BYOL } from './byol.js';
+import { MAE } from './mae.js';
 import { MoCoV2Plus } from './mocov2plus.js';
 import { MoCoV3 } from './mocov3.js';
 import { ReSSL } from './ressl.js';
@@ -32,6 +33,7 @@ export interface MethodClass {
   readonly paper: string;
   readonly needsLabels: boolean;
   readonly crops: CropPolicy;
+  readonly defaultBackbone: string;
 }
 
 const registry = new Map<string, MethodClass>();
@@ -94,9 +96,9 @@ export function describeMethods(names: readonly string[] = methodNames()): strin
     .join('\n\n');
 }
 
-/** `2 global crops` or `2 global crops + local crops (default 6)`, for {@link describeMethods}. */
+/** `2 global crops`, `1 global crop` or `2 global crops + local crops (default 6)`, for {@link describeMethods}. */
 function describeCrops(policy: CropPolicy): string {
-  const global = `${policy.globalCrops} global crops`;
+  const global = `${policy.globalCrops} global crop${policy.globalCrops === 1 ? '' : 's'}`;
   return policy.multiCrop ? `${global} + local crops (default ${policy.defaultLocalCrops ?? 0})` : global;
 }
 
@@ -120,6 +122,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   deepclusterv2: DeepClusterV2,
   swav: SwAV,
   dino: DINO,
+  mae: MAE,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

@@ -92,7 +92,9 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
 
   trainingStep(batch: MultiViewBatch): TrainingStepOutput {
     const [views, labels] = this.batchTensors(batch);
-    return this.method.trainingStep(views, labels, batch.indices);
+    const { seed, epoch, indices } = batch;
+    // The loader keys every batch; a batch built by hand without seed and epoch has no keys.
+    return this.method.trainingStep(views, labels, seed === undefined || epoch === undefined ? undefined : { seed, epoch, indices });
   }
 
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {

@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { fileURLToPath } from 'node:url';
 import { spawnSync } from 'node:child_process';
-import { BarlowTwins, BYOL, describeRange, BUILT_IN_METHODS, getMethodClass, SimCLR, type ArgSpecs } from '../../src/methods/index.js';
+import { BarlowTwins, BYOL, describeRange, MAE, BUILT_IN_METHODS, getMethodClass, SimCLR, type ArgSpecs } from '../../src/methods/index.js';
 import { runCli } from '../helpers/run.js';
 
 /** The compiled example that registers `my_simclr` and then runs the CLI. */
@@ -13,7 +13,10 @@ function assertListed(text: string, method: string, args: ArgSpecs): void {
   const start = lines.findIndex((l) => l.startsWith(`${method} (`));
   assert.ok(start >= 0, `${method} listed in:\n${text}`);
   assert.match(lines[start + 1], /^ {2}paper: {2}\S/);
-  assert.match(lines[start + 2], /^ {2}recipe: (sgd|lars|adamw), lr \S+, classifier lr \S+, weight decay \S+; views '\w+'; 2 global crops$/);
+  assert.match(
+    lines[start + 2],
+    /^ {2}recipe: (sgd|lars|adamw), lr \S+, classifier lr \S+, weight decay \S+; views '\w+'; (2 global crops|1 global crop)( \+ .*local crops.*)?$/,
+  );
   assert.match(lines[start + 3], /^ {2}labels: (needed|not used)/);
   const header = start + 4;
   assert.match(lines[header], /^\s+name\s+kind\s+default\s+range\s+description$/);
@@ -32,6 +35,7 @@ describe('ssl-train methods', function () {
     assertListed(stdout, 'simclr', SimCLR.args);
     assertListed(stdout, 'barlow_twins', BarlowTwins.args);
     assertListed(stdout, 'byol', BYOL.args);
+    assertListed(stdout, 'mae', MAE.args);
     assert.match(stdout, /^\s+temperature\s+float\s+0\.2\s+> 0\s+softmax temperature of NT-Xent$/m);
     assert.match(stdout, /^\s+baseTau\s+float\s+0\.99\s+\[0, 1\]\s+\S/m);
     // Every built-in method: its paper, recipe and labels lines and every argument.

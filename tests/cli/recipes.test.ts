@@ -3,17 +3,19 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildConfig, readConfigFile } from '../../src/experiment/config.js';
-import { BUILT_IN_METHODS, resolveMethodArgs } from '../../src/methods/index.js';
+import { BUILT_IN_METHODS, getMethodClass, resolveMethodArgs } from '../../src/methods/index.js';
 import { runCli } from '../helpers/run.js';
 
 const CONFIGS = fileURLToPath(new URL('../../../configs/', import.meta.url));
 
-/** What each recipe family must train on: the data set and the backbone. */
+/** What each recipe family must train on: the data set and the backbone (ViT methods: the ViTs). */
 const FAMILIES = { 'fashion-mnist': 'tiny_resnet', cifar10: 'resnet18' } as const;
+const VIT_FAMILIES = { 'fashion-mnist': 'vit_tiny', cifar10: 'vit_small' } as const;
 
 describe('recipes in configs/', () => {
   for (const method of BUILT_IN_METHODS) {
-    for (const [dataset, backbone] of Object.entries(FAMILIES)) {
+    const families = getMethodClass(method).defaultBackbone.startsWith('vit') ? VIT_FAMILIES : FAMILIES;
+    for (const [dataset, backbone] of Object.entries(families)) {
       const file = `${method}-${dataset}.yaml`;
       it(`${file}: exists, trains ${method} on ${dataset} with ${backbone}, and validates`, () => {
         const path = join(CONFIGS, file);

@@ -133,12 +133,19 @@ describe('data/crops: parsing and validation', () => {
     );
   });
 
-  it('every built-in method takes exactly 2 global crops and refuses local crops', () => {
+  it('every built-in method declares its crops: 2 global (mae: 1) and no local ones, but for the multi-crop methods (swav, dino)', () => {
+    const multiCrop = BUILT_IN_METHODS.filter((name) => getMethodClass(name).crops.multiCrop);
+    assert.deepEqual([...multiCrop].sort(), ['dino', 'swav']);
     for (const name of BUILT_IN_METHODS) {
       const cls = getMethodClass(name);
-      assert.deepEqual(cls.crops, TWO_GLOBAL_CROPS, name);
+      const global = cls.crops.globalCrops;
+      if (cls.crops.multiCrop) {
+        assert.equal(global, 2, name);
+        continue;
+      }
+      assert.deepEqual(cls.crops, name === 'mae' ? { globalCrops: 1, multiCrop: false } : TWO_GLOBAL_CROPS, name);
       assertUserError(
-        () => prepareExperiment(buildConfig({ method: name, syntheticSize: 64, crops: '2x28:0.14-1,6x12:0.05-0.14' })),
+        () => prepareExperiment(buildConfig({ method: name, syntheticSize: 64, crops: `${global}x28:0.14-1,6x12:0.05-0.14` })),
         new RegExp(`^--crops: .* for method '${name}', .*takes no local crops$`),
       );
     }
@@ -165,12 +172,14 @@ describe('data/crops: views', () => {
     for (const name of BUILT_IN_METHODS) {
       const experiment = prepareExperiment(buildConfig({ method: name, syntheticSize: 64 }));
       const recipe = viewsFor(getMethodClass(name).viewRecipe, experiment.train);
-      assert.deepEqual(experiment.views, recipe, name);
+      const global = getMethodClass(name).crops.globalCrops;
+      // Global crops are the recipe's views; a multi-crop method's default local crops follow them.
+      assert.deepEqual(experiment.views.slice(0, global), recipe, name);
       const indices = [5, 0, 63, 17];
       const a = augmentBatch(experiment.train, experiment.views, 3, 2, indices);
       const b = augmentBatch(experiment.train, recipe, 3, 2, indices);
-      assert.equal(a.length, 2);
-      a.forEach((view, v) => assert.deepEqual(view, b[v], `${name} view ${v}`));
+      assert.equal(b.length, global);
+      b.forEach((view, v) => assert.deepEqual(a[v], view, `${name} view ${v}`));
     }
   });
 

@@ -40,7 +40,7 @@ function state(m: BaseMethod, name: string): number[] {
 /** One step's loss on samples `indices`, then the batch-end hook of `epoch`. */
 function step(m: BaseMethod, indices: number[], epoch: number, seed: number): number {
   const v = views(seed);
-  const out = m.trainingStep(v, tf.tensor1d([0, 1, 2, 0, 1, 2], 'int32'), Int32Array.from(indices));
+  const out = m.trainingStep(v, tf.tensor1d([0, 1, 2, 0, 1, 2], 'int32'), { seed, epoch, indices: Int32Array.from(indices) });
   const loss = out.metrics.loss!.dataSync()[0]!;
   tf.dispose([out.loss, ...Object.values(out.metrics), ...v]);
   m.onTrainBatchEnd({ step: 1, totalSteps: 4, epoch });

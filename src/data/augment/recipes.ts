@@ -143,6 +143,15 @@ export function resslViews(dataset: Dataset, cropSize?: number, options: PresetO
 }
 
 /**
+ * solo-learn's `reconstruction` recipe (its MAE scripts): ONE view, RandomResizedCrop (as
+ * {@link simclrViews}) and flip p = 0.5, no colour jitter, grayscale, blur or solarization.
+ */
+export function reconstructionViews(dataset: Dataset, cropSize?: number, options: PresetOptions = {}): ViewAugmentation[] {
+  const { view: base } = recipeView(dataset, cropSize, options.stats, [0, 0, 0, 0]);
+  return [{ ...base, ...NO_COLOR_OPS, gaussianBlurProb: 0, ...options.overrides }];
+}
+
+/**
  * The eval transform for a dataset: resize/center crop to `cropSize` (default the image
  * size, i.e. no resampling) and the dataset's normalisation.
  */
@@ -153,7 +162,7 @@ export function evalTransform(dataset: Dataset, cropSize?: number, stats?: Chann
 }
 
 /** The names of the augmentation recipes (a method's `static viewRecipe`). */
-export type ViewRecipe = 'simclr' | 'symmetric_weak' | 'byol' | 'barlow' | 'vicreg' | 'ressl';
+export type ViewRecipe = 'simclr' | 'symmetric_weak' | 'byol' | 'barlow' | 'vicreg' | 'ressl' | 'reconstruction';
 
 /**
  * The views of a recipe name (a method's `static viewRecipe`) for `dataset`, with the
@@ -172,6 +181,8 @@ export function viewsFor(recipe: ViewRecipe, dataset: Dataset): ViewAugmentation
       return vicregViews(dataset);
     case 'ressl':
       return resslViews(dataset);
+    case 'reconstruction':
+      return reconstructionViews(dataset);
     default:
       return simclrViews(dataset);
   }
