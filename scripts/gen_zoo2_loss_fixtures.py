@@ -3,7 +3,7 @@
 
 One file per case, tests/fixtures/losses/zoo2-<case>.json: SwAV (Sinkhorn-Knopp assignments
 and the swapped-prediction loss, without and with a queue), DINO (with the centre update),
-MAE, W-MSE, VIbCReg and All4One's feature term; and tests/fixtures/core/linalg-torch.json, the
+MAE, W-MSE, VIbCReg, All4One's feature term and its centroid term; and tests/fixtures/core/linalg-torch.json, the
 Cholesky factor and the lower-triangular solve with PyTorch's autograd gradients. The
 TypeScript code is tested against them (tests/losses/zoo2-fixtures.test.ts and
 tests/core/linalg.test.ts with one process, tests/distributed/zoo2-losses.test.ts with W = 2
@@ -67,6 +67,10 @@ CONVENTIONS = {
     "C2 = m2^T z1, on = sqrt(0.5 (mean (diag C1 - 1)^2 + mean (diag C2 - 1)^2)), off = sqrt(0.5 (mean offdiag "
     "C1^2 + mean offdiag C2^2)), loss = 10 (0.5 on + 0.5 off); momentum projections detached; every rank returns "
     "the global loss",
+    "all4one-centroid": "solo-learn All4One att_nnclr_loss = nnclr_loss_func(rich1, strange2) / 2 + "
+    "nnclr_loss_func(rich2, strange1) / 2 with its default temperature (hyper temperature): rich_v (centroids, "
+    "NOT detached) local, strange_v normalised and gathered (differentiable), logits [B, N] = rich . strange^T / t, "
+    "target of local row i = global column r*B + i, mean cross-entropy over the local rows",
     "distributed": "rank r holds rows r*B..r*B+B-1 of the sharded inputs and all of the unsharded ones; "
     "mean_r loss_r = loss; the gradient on rank r's local rows after every rank backpropagates its own loss_r "
     "is W * (global gradient rows); outputs are the global batch's (sharded ones: rank r gets its rows)",
@@ -266,7 +270,18 @@ def all4one(t, h, r, w):
     return (0.5 * on_diag_feat + 0.5 * off_diag_feat) * 10, {}
 
 
-LOSSES = {"swav": swav, "swav-queue": swav, "dino": dino, "mae": mae, "wmse": wmse, "vibcreg": vibcreg, "all4one": all4one}
+def all4one_centroid(t, h, r, w):
+    def nnclr_loss_func(nn, p):
+        nn = F.normalize(local(nn, r, w), dim=-1)
+        p = gather(F.normalize(p, dim=-1), w)
+        b = nn.shape[0]
+        logits = nn @ p.T / h["temperature"]
+        return F.cross_entropy(logits, torch.arange(b * r, b * (r + 1)))
+
+    return nnclr_loss_func(t["rich1"], t["strange2"]) / 2 + nnclr_loss_func(t["rich2"], t["strange1"]) / 2, {}
+
+
+LOSSES = {"swav": swav, "swav-queue": swav, "dino": dino, "mae": mae, "wmse": wmse, "vibcreg": vibcreg, "all4one": all4one, "all4one-centroid": all4one_centroid}
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -342,6 +357,10 @@ def make_inputs(name, seed):
         z1 = m1 + 0.4 * randn(g, N, 8)
         z2 = m2 + 0.4 * randn(g, N, 8)
         return {"momentumZ1": spec(m1, True), "momentumZ2": spec(m2, True), "z1": spec(z1, True), "z2": spec(z2, True)}
+    if name == "all4one-centroid":
+        rich1, strange1 = two_views(g)
+        rich2, strange2 = two_views(g)
+        return {"rich1": spec(rich1, True), "rich2": spec(rich2, True), "strange1": spec(strange1, True), "strange2": spec(strange2, True)}
     raise KeyError(name)
 
 
@@ -354,6 +373,7 @@ CASES = [
     ("wmse", 25, {"whiteningSize": 12, "eps": 0}),
     ("vibcreg", 26, {"simWeight": 25, "varWeight": 25, "covWeight": 200}),
     ("all4one", 27, {}),
+    ("all4one-centroid", 29, {"temperature": 0.1}),
 ]
 
 
@@ -369,7 +389,7 @@ def make_case(name, seed, h):
         "N": inputs[next(iter(inputs))]["shape"][0],
         "seed": seed,
         "conventions": {
-            "loss": CONVENTIONS[name.split("-")[0]],
+            "loss": CONVENTIONS.get(name, CONVENTIONS[name.split("-")[0]]),
             "distributed": CONVENTIONS["distributed"],
             "grads": CONVENTIONS["grads"],
         },

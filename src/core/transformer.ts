@@ -123,3 +123,42 @@ export class TransformerBlock extends Layer {
     });
   }
 }
+
+export interface PostNormTransformerLayerOptions {
+  /** Token width D. */
+  dim: number;
+  /** Attention heads (D must be divisible by it). */
+  numHeads: number;
+  /** Width of the feed-forward hidden layer. */
+  feedForwardDim: number;
+  /** Source of the initial weights. */
+  rng: Rng;
+}
+
+/**
+ * A post-norm transformer encoder layer, PyTorch's `nn.TransformerEncoderLayer` with its
+ * defaults (`norm_first=False`, ReLU, LayerNorm eps 1e-5) and dropout 0:
+ * `h = norm1(x + attn(x))`, `y = norm2(h + fc2(relu(fc1(h))))`, `[B, N, D] -> [B, N, D]`.
+ * Child names as {@link TransformerBlock}'s (`attn.qkv`, `attn.proj`, `fc1`, `fc2`, `norm1`, `norm2`).
+ */
+export class PostNormTransformerLayer extends Layer {
+  constructor(options: PostNormTransformerLayerOptions) {
+    super();
+    const { dim, numHeads, feedForwardDim, rng } = options;
+    this.addModule('attn', new MultiHeadSelfAttention(dim, numHeads, rng));
+    this.addModule('norm1', new LayerNorm(dim));
+    this.addModule('fc1', vitLinear(dim, feedForwardDim, rng));
+    this.addModule('fc2', vitLinear(feedForwardDim, dim, rng));
+    this.addModule('norm2', new LayerNorm(dim));
+  }
+
+  /** `[B, N, D] -> [B, N, D]`. */
+  forward(x: Tensor): Tensor {
+    if (x.rank !== 3) throw new Error(`PostNormTransformerLayer expects tokens [B, N, D], got shape [${x.shape}]`);
+    return tf.tidy(() => {
+      const h = childLayer(this, 'norm1').forward(tf.add(x, childLayer(this, 'attn').forward(x)));
+      const feedForward = perToken(childLayer(this, 'fc2'), tf.relu(perToken(childLayer(this, 'fc1'), h)));
+      return childLayer(this, 'norm2').forward(tf.add(h, feedForward));
+    });
+  }
+}

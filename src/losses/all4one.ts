@@ -1,13 +1,13 @@
 /**
  * All4One's feature-decorrelation term (Estepa et al. 2023; solo-learn's `All4One`
- * `training_step`, "Feature dimension task"), with global-batch statistics. All4One's other
- * two terms are NNCLR losses ({@link nnclrLoss} in src/losses/nnclr.ts).
+ * `training_step`, "Feature dimension task"), with global-batch statistics, and its centroid
+ * contrastive term. Its third term is the NNCLR loss ({@link nnclrLoss} in src/losses/nnclr.ts).
  */
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { detach } from '../core/ops.js';
-import { batchLayout, sumOverRanks } from './global-batch.js';
-import { checkPair, diagonal, offDiagonalSumOfSquares } from './ops.js';
+import { batchLayout, gatherRows, globalBatchInfoNce, sumOverRanks } from './global-batch.js';
+import { checkPair, checkPositive, diagonal, l2NormalizeRows, offDiagonalSumOfSquares } from './ops.js';
 
 /** Floor of a column norm (F.normalize's eps). */
 const NORM_EPS = 1e-12;
@@ -51,4 +51,27 @@ export function all4oneFeatureLoss(momentumZ1: tf.Tensor2D, momentumZ2: tf.Tenso
     const off = tf.sqrt(tf.mul(0.5, tf.add(offDiagonal(c1!), offDiagonal(c2!))));
     return tf.mul(5, tf.add(on, off)) as Scalar;
   });
+}
+
+/**
+ * All4One's centroid term (solo-learn's `att_nnclr_loss` half, `nnclr_loss_func(rich_emb1,
+ * strange_emb2)`): the transformer's "centroid" of each sample's neighbours against the
+ * shifted sequences' embeddings of the other view of the whole global batch, its own the
+ * positive. Unlike {@link nnclrLoss} the anchors are *not* constants: the gradient reaches the
+ * transformer through both sides.
+ *
+ * - `centroids`: `[B, D]` anchors; `shifted`: `[B, D]` candidates, gathered from every rank with
+ *   the differentiable `gatherRows` (`[N, D]`); both L2-normalised here.
+ * - logits `[B, N]` = c · Sᵀ / τ; the target of local row i is global column rank·B + i.
+ * - Returns the mean cross-entropy over the B local rows: a scalar `[]` (solo-learn's default
+ *   temperature for this term is 0.1).
+ *
+ * `group` (W > 1): scale convention of src/distributed/collectives.ts (loss_r the mean over rank
+ * r's rows; the gather's backward sums every rank's gradient). One collective forward, one backward.
+ */
+export function all4oneCentroidLoss(centroids: tf.Tensor2D, shifted: tf.Tensor2D, options: { temperature: number }, group?: ProcessGroup): Scalar {
+  checkPair('all4oneCentroidLoss', ['centroids', 'shifted'], centroids, shifted);
+  checkPositive('temperature', options.temperature);
+  const layout = batchLayout('all4oneCentroidLoss', centroids.shape[0], group);
+  return tf.tidy(() => globalBatchInfoNce(l2NormalizeRows(centroids), gatherRows(l2NormalizeRows(shifted), layout), options.temperature, layout));
 }

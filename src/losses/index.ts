@@ -26,8 +26,8 @@ export { dinoLoss, DINO_CENTRE_MOMENTUM, type DinoOptions, type DinoResult } fro
 export { maeLoss, patchify, MAE_NORM_PIX_EPS, type MaeOptions } from './mae.js';
 export { wmseLoss, whitenSubBatches, type WmseOptions } from './wmse.js';
 export { vibcregLoss, VIBCREG_DEFAULTS, type VibcregOptions } from './vibcreg.js';
-export { all4oneFeatureLoss } from './all4one.js';
 export { deepClusterV2Loss, type DeepClusterV2Options } from './deepclusterv2.js';
 export { sphericalKMeans, type KMeansResult } from './kmeans.js';
+export { all4oneCentroidLoss, all4oneFeatureLoss } from './all4one.js';
 export { l2NormalizeRows, rowCosine } from './ops.js';
 export { batchLayout, gatherConstantRows, gatherRows, reduceValuesOverRanks, sumOverRanks, sumValuesOverRanksExact, type BatchLayout } from './global-batch.js';

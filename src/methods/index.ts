@@ -15,6 +15,7 @@ export * from './nearest-neighbour.js';
 export * from './nnclr.js';
 export * from './nnbyol.js';
 export * from './nnsiam.js';
+export * from './all4one.js';
 export * from './vicreg.js';
 export * from './supcon.js';
 export * from './dcl.js';

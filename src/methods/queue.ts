@@ -148,6 +148,24 @@ export class FeatureQueue extends Module {
   }
 
   /**
+   * The `k` nearest rows of `view` to each row of `z` `[B, D]` by inner product, nearest
+   * first (solo-learn's All4One `find_nn`, `topk(k)`): their slots `[B, k]` int32 and the rows
+   * `[B, k, D]` (constants, gradient exactly 0 with respect to `z`, as {@link nearest}).
+   */
+  nearestK(z: Tensor2D, k: number, view = 0): { index: tf.Tensor2D; rows: tf.Tensor3D } {
+    if (!(Number.isInteger(k) && k >= 1 && k <= this.size)) throw new Error(`FeatureQueue.nearestK: k must be an integer in [1, ${this.size}], got ${k}`);
+    const bank = this.rows(view);
+    const index = withoutGradientTape(() => tf.tidy(() => tf.topk(tf.matMul(z, bank, false, true), k).indices as tf.Tensor2D));
+    const lookup = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
+      const input = args[0] as Tensor;
+      return { value: tf.gather(bank, index), gradFunc: () => tf.zerosLike(input) };
+    });
+    const rows = lookup(z) as Tensor as tf.Tensor3D;
+    bank.dispose();
+    return { index, rows };
+  }
+
+  /**
    * Reorders the rows the last {@link flush} wrote: block j's row i moves to the slot of
    * row `orders[j][i]` of that block (verify's round-off twins see their samples in another
    * order and put them back, so their queue can be compared with the reference's).

@@ -3,6 +3,7 @@ import type { CropPolicy } from '../data/augment/crops.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
 import { formatArgs, resolveArgs, type ArgSpecs } from './args.js';
 import type { BaseMethod, MethodArgs, MethodContext, OptimDefaults } from './base.js';
+import { All4One } from './all4one.js';
 import { BarlowTwins } from './barlow-twins.js';
 import { BYOL } from './byol.js';
 import { MAE } from './mae.js';
@@ -123,6 +124,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   swav: SwAV,
   dino: DINO,
   mae: MAE,
+  all4one: All4One,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

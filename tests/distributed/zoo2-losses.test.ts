@@ -38,6 +38,8 @@ const EXPECTED_COLLECTIVES: Record<Zoo2Loss, Omit<CollectiveCounts, 'broadcast'>
   wmse: { allGather: 1, reduceScatter: 1, allReduce: 0 },
   vibcreg: { allGather: 0, reduceScatter: 0, allReduce: 4 },
   all4one: { allGather: 0, reduceScatter: 0, allReduce: 4 },
+  // Two halves, each one gather forward and its reduce-scatter backward.
+  'all4one-centroid': { allGather: 2, reduceScatter: 2, allReduce: 0 },
 };
 
 /** What each negative control must get wrong (and, where the loss has no collective of its own, what it keeps right). */
@@ -49,6 +51,7 @@ const CONTROL_EXPECTATIONS: Record<Zoo2WrongVariant, (e: RankCheckErrors) => boo
   'wmse-local-whitening': (e) => e.rankLoss > 1e-2 && e.grad > 1e-2,
   'vibcreg-local-stats': (e) => e.rankLoss > 1e-2 && e.grad > 1e-2,
   'all4one-local-stats': (e) => e.rankLoss > 1e-2 && e.grad > 1e-2,
+  'all4one-centroid-local-candidates': (e) => e.rankLoss > 1e-2 && e.grad > 1e-2,
 };
 
 describe('distributed/zoo2-losses: every zoo2 loss with W real processes equals the float64 global loss', function () {

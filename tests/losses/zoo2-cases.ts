@@ -10,12 +10,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import type { ProcessGroup } from '../../src/core/process-group.js';
-import { all4oneFeatureLoss, dinoLoss, maeLoss, sinkhornKnopp, swavLoss, vibcregLoss, wmseLoss } from '../../src/losses/index.js';
+import { all4oneCentroidLoss, all4oneFeatureLoss, dinoLoss, maeLoss, sinkhornKnopp, swavLoss, vibcregLoss, wmseLoss } from '../../src/losses/index.js';
 import { FIXTURE_DIR } from './helpers.js';
 import { evaluateCase, ZOO_FORMAT, type ZooCaseFile, type ZooLossFn, type ZooRankResult } from './zoo-cases.js';
 
 /** The cases with a reference file `zoo2-<name>.json`. */
-export const ZOO2_LOSSES = ['swav', 'swav-queue', 'dino', 'mae', 'wmse', 'vibcreg', 'all4one'] as const;
+export const ZOO2_LOSSES = ['swav', 'swav-queue', 'dino', 'mae', 'wmse', 'vibcreg', 'all4one', 'all4one-centroid'] as const;
 export type Zoo2Loss = (typeof ZOO2_LOSSES)[number];
 
 export interface Zoo2Case extends ZooCaseFile {
@@ -103,6 +103,14 @@ export const callZoo2Loss: ZooLossFn<Zoo2Case> = (c, x, group) => {
       );
     case 'all4one':
       return all4oneFeatureLoss(x.momentumZ1 as T2, x.momentumZ2 as T2, x.z1 as T2, x.z2 as T2, group);
+    case 'all4one-centroid': {
+      const options = { temperature: hyper(c, 'temperature') };
+      const halves = [
+        all4oneCentroidLoss(x.rich1 as T2, x.strange2 as T2, options, group),
+        all4oneCentroidLoss(x.rich2 as T2, x.strange1 as T2, options, group),
+      ];
+      return tf.div(tf.addN(halves), 2) as tf.Scalar;
+    }
   }
 };
 

@@ -23,6 +23,7 @@ const EXPECTED_ZERO: Record<string, string[]> = {
   wmse: [],
   vibcreg: [],
   all4one: ['momentumZ1', 'momentumZ2'],
+  'all4one-centroid': [],
 };
 
 describe('zoo2 losses against float64 PyTorch reference files (W = 1)', () => {

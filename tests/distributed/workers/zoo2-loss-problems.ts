@@ -8,7 +8,8 @@
  * - `mae-local-mean`: the mean over this rank's masked patches;
  * - `wmse-local-whitening`: each rank whitens sub-batches of its own rows (solo-learn under DDP);
  * - `vibcreg-local-stats`: VIbCReg's variance and correlation terms of the local batch;
- * - `all4one-local-stats`: All4One's feature term of the local batch.
+ * - `all4one-local-stats`: All4One's feature term of the local batch;
+ * - `all4one-centroid-local-candidates`: All4One's centroid term against this rank's candidates only.
  * Each is the real loss called with a one-process group, on this rank's inputs.
  */
 import { SingleProcessGroup } from '../../../src/core/process-group.js';
@@ -23,6 +24,7 @@ export const ZOO2_WRONG_VARIANTS = [
   'wmse-local-whitening',
   'vibcreg-local-stats',
   'all4one-local-stats',
+  'all4one-centroid-local-candidates',
 ] as const;
 export type Zoo2WrongVariant = (typeof ZOO2_WRONG_VARIANTS)[number];
 
@@ -34,6 +36,7 @@ export const ZOO2_WRONG_VARIANT_OF: Record<Zoo2WrongVariant, Zoo2Loss> = {
   'wmse-local-whitening': 'wmse',
   'vibcreg-local-stats': 'vibcreg',
   'all4one-local-stats': 'all4one',
+  'all4one-centroid-local-candidates': 'all4one-centroid',
 };
 
 /** The file's loss on this rank's batch alone. */
@@ -54,4 +57,5 @@ export const ZOO2_WRONG: Record<Zoo2WrongVariant, ZooLossFn<Zoo2Case>> = {
   'wmse-local-whitening': wmseLocal,
   'vibcreg-local-stats': local,
   'all4one-local-stats': local,
+  'all4one-centroid-local-candidates': local,
 };
