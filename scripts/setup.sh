@@ -15,7 +15,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-  build-essential python3 libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium fonts-dejavu-core iproute2
+  build-essential python3 python3-numpy libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium fonts-dejavu-core iproute2
 # onnxruntime-node (a test dependency) bundles its CPU binaries; skip its download of the CUDA ones.
 ONNXRUNTIME_NODE_INSTALL=skip npm ci
 npm run build:native
