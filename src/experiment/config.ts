@@ -77,6 +77,11 @@ export class TrainConfig {
   @Flag('<name>', "backbone: resnet18, resnet50, tiny_resnet, mlp, vit_tiny, vit_small (default: the method's, tiny_resnet but vit_tiny for mae)")
   @IsString()
   backbone = 'tiny_resnet';
+  @Flag('<n>', 'ViT patch side in pixels (vit_tiny, vit_small only; default 4: a 7 x 7 grid on 28 px images)')
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  patchSize?: number;
   @Flag('<bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)') @IsOptional() @IsBoolean() cifarStem?: boolean;
   @Flag('<name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100, or folder (your images in --data-dir)') @IsString() dataset = 'synthetic';
   @Flag('<dir>', 'dataset directory (fashion-mnist default: /usr/share/datasets/fashion-mnist; folder: DIR/<class>/*.{jpg,jpeg,png,webp})')

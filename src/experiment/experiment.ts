@@ -3,7 +3,7 @@
  * in-memory dataset, or a streamed image folder), the method class with its arguments and
  * optimizer recipe, the crops and their views, and a factory for the method.
  */
-import { createBackbone, type Backbone } from '../backbones/index.js';
+import { createBackbone, VisionTransformer, type Backbone } from '../backbones/index.js';
 import { invalidValue, UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';
 import { formatCrops, resolveCrops, type CropGroup } from '../data/augment/crops.js';
@@ -90,6 +90,10 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
   const imageSize = Math.min(train.height, train.width);
   const cifarStem = config.cifarStem ?? imageSize <= 64;
   const { crops, views } = resolveCrops(config.crops, methodClass.crops, config.method, viewsFor(methodClass.viewRecipe, train), imageSize);
+  const smallestCrop = Math.min(...crops.map((g) => g.size));
+  if (config.patchSize !== undefined && config.patchSize > smallestCrop) {
+    throw invalidValue('--patch-size', config.patchSize, `at most the smallest crop, ${smallestCrop} px (--crops ${formatCrops(crops)})`);
+  }
   return {
     train,
     test,
@@ -115,9 +119,16 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
       new methodClass({
         createBackbone: (r) =>
           checkCropSizes(
-            createBackbone(config.backbone, { inChannels: train.channels, imageSize: train.height, cifarStem, rng: r, norm: config.norm }),
+            createBackbone(config.backbone, {
+              inChannels: train.channels,
+              imageSize: train.height,
+              cifarStem,
+              rng: r,
+              norm: config.norm,
+              patchSize: config.patchSize,
+            }),
             crops,
-            config.backbone,
+            config,
           ),
         numClasses: train.numClasses,
         datasetSize: train.length,
@@ -128,8 +139,11 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
   };
 }
 
-/** `backbone`, unless it takes one input size and some crops differ from it (the `mlp`): then a user error. */
-function checkCropSizes(backbone: Backbone, crops: CropGroup[], name: string): Backbone {
+/**
+ * `backbone`, unless it takes one input size and some crops differ from it (the `mlp`), or
+ * `--patch-size` was given for a backbone without patches: then a user error.
+ */
+function checkCropSizes(backbone: Backbone, crops: CropGroup[], { backbone: name, patchSize }: TrainConfig): Backbone {
   const size = backbone.inputSize;
   if (size !== undefined && crops.some((g) => g.size !== size)) {
     throw invalidValue(
@@ -137,6 +151,9 @@ function checkCropSizes(backbone: Backbone, crops: CropGroup[], name: string): B
       formatCrops(crops),
       `crops of ${size} px only with --backbone ${name}, which takes ${size} x ${size} images (tiny_resnet, resnet18 and resnet50 pool globally, the ViTs resize their position embeddings: any crop size)`,
     );
+  }
+  if (patchSize !== undefined && !(backbone instanceof VisionTransformer)) {
+    throw invalidValue('--patch-size', patchSize, `a Vision Transformer backbone (vit_tiny, vit_small), not ${name}`);
   }
   return backbone;
 }

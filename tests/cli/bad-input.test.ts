@@ -104,6 +104,17 @@ const CASES: Array<[string, string[], RegExp]> = [
     ['--crops', '2x12:0.2-1'],
     /--crops: "2x12:0\.2-1" is not allowed; expected crops of 16 px only with --backbone mlp/,
   ],
+  [
+    '--patch-size with a backbone without patches',
+    ['--backbone', 'tiny_resnet', '--patch-size', '4'],
+    /--patch-size: 4 is not allowed; expected a Vision Transformer backbone \(vit_tiny, vit_small\), not tiny_resnet$/,
+  ],
+  [
+    '--patch-size larger than the smallest crop',
+    ['--backbone', 'vit_tiny', '--patch-size', '17'],
+    /--patch-size: 17 is not allowed; expected at most the smallest crop, 16 px \(--crops 2x16:0\.2-1\)$/,
+  ],
+  ['--patch-size 0', ['--backbone', 'vit_tiny', '--patch-size', '0'], /--patch-size: 0 is not allowed; expected an integer >= 1$/],
   ['a reversed scale in a YAML crops list', ['--config', badCropsList], /crops\[0\]: .* is not allowed; expected a scale range lo-hi with 0 < lo <= hi <= 1/],
 ];
 
