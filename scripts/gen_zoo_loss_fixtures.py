@@ -345,11 +345,9 @@ def rel(a, b):
     return float((ta - tb).abs().max() / max(float(tb.abs().max()), 1e-300))
 
 
-def check(path):
-    with open(path) as f:
-        case = json.load(f)
+def worst_difference(path, case, loss, grads, per_rank):
+    """The largest relative difference of this script's loss, gradients and per-rank losses from the file's."""
     assert case["format"] == FORMAT, case["format"]
-    loss, grads, per_rank = compute(case["loss"], case["inputs"], case["hyper"])
     worst = abs(loss - case["loss_value"]) / abs(case["loss_value"])
     assert sorted(grads) == sorted(case["grads"]), (sorted(grads), sorted(case["grads"]))
     for k, ref in case["grads"].items():
@@ -360,33 +358,58 @@ def check(path):
     assert sorted(per_rank) == sorted(case["per_rank"]), sorted(case["per_rank"])
     for w, ref in case["per_rank"].items():
         worst = max(worst, rel(per_rank[w], ref))
+    return worst
+
+
+def report(path, case, worst):
     print(f"{path}: {case['loss']}: largest relative difference {worst:.3g}")
     if not worst < 1e-10:
         sys.exit(f"{path}: does not match this script's conventions")
 
 
-def main():
+def check(path):
+    with open(path) as f:
+        case = json.load(f)
+    loss, grads, per_rank = compute(case["loss"], case["inputs"], case["hyper"])
+    report(path, case, worst_difference(path, case, loss, grads, per_rank))
+
+
+def write_json(path, value):
+    with open(path, "w") as f:
+        json.dump(value, f)
+        f.write("\n")
+
+
+def run_cli(description, prefix, cases, make_case, check):
+    """
+    `--check FILE...` checks existing files with `check`; otherwise writes
+    `<--out>/<prefix>-<name>.json` for each (name, seed, hyper) of `cases`, checks them, and
+    returns the output directory.
+    """
     here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "fixtures", "losses"))
-    ap.add_argument("--check", metavar="FILE", nargs="*", help="verify existing files instead of writing")
+    ap.add_argument("--check", metavar="FILE", nargs="*", help=f"verify existing {prefix} files instead of writing")
     args = ap.parse_args()
     if args.check is not None:
         for path in args.check:
             check(path)
-        return
+        return None
     os.makedirs(args.out, exist_ok=True)
     paths = []
-    for name, seed, h in CASES:
+    for name, seed, h in cases:
         case = make_case(name, seed, h)
-        path = os.path.join(args.out, f"zoo-{name}.json")
-        with open(path, "w") as f:
-            json.dump(case, f)
-            f.write("\n")
+        path = os.path.join(args.out, f"{prefix}-{name}.json")
+        write_json(path, case)
         paths.append(path)
         print(f"wrote {os.path.relpath(path)} ({os.path.getsize(path)} bytes): loss {case['loss_value']:.6g}")
     for path in paths:
         check(path)
+    return args.out
+
+
+def main():
+    run_cli(__doc__.splitlines()[0], "zoo", CASES, make_case, check)
 
 
 if __name__ == "__main__":
