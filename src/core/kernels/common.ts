@@ -45,7 +45,7 @@ export interface DnnlAddon {
 /** What the kernels use of tfjs-backend-cpu's `MathBackendCPU`. */
 export interface CpuBackend {
   data: { get(dataId: unknown): { values?: unknown } };
-  makeTensorInfo(shape: number[], dtype: tf.DataType, values?: Float32Array): TensorInfo;
+  makeTensorInfo(shape: number[], dtype: tf.DataType, values?: Float32Array | Int32Array): TensorInfo;
   disposeIntermediateTensorInfo(t: TensorInfo): void;
 }
 
