@@ -8,7 +8,6 @@ import {
   CONFIG_KEYS,
   parseMethodArg,
   readConfigFile,
-  toCamel,
   TrainConfig,
   trainFlags,
   type FlagKind,
@@ -190,7 +189,9 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
   const merged: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(opts)) {
     if (key === 'config' || key === 'methodArg' || value === undefined || !CONFIG_KEYS.includes(key)) continue;
-    if (command.getOptionValueSource(key) === 'default' && toCamel(key) in fromFile) continue;
+    // A default is left to buildConfig, which gives the same values except where the method
+    // has its own (mae's backbone).
+    if (command.getOptionValueSource(key) === 'default') continue;
     merged[key] = value;
   }
   const methodArgs = { ...((fromFile.methodArgs as Record<string, number>) ?? {}), ...((opts.methodArg as Record<string, number>) ?? {}) };
