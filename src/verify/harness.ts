@@ -65,6 +65,17 @@ export interface VerifyOptions {
   dump?: string;
 }
 
+/**
+ * The collective timeout of `verify`'s W-rank run for `--timeout` seconds: after each step
+ * rank 0 also runs the one-process reference and its {@link ROUNDOFF_TWINS} twins on the
+ * whole global batch while the other ranks wait in the next step's first collective, so
+ * they may wait that many full-batch steps more than in training (MAE with all defaults:
+ * about 6 minutes on 2 cores, beyond the 300 s default).
+ */
+export function verifyTimeoutMs(timeoutSec: number): number {
+  return timeoutSec * 1000 * (2 + ROUNDOFF_TWINS);
+}
+
 async function processGroup(worker: WorkerEnv | undefined, timeoutMs: number): Promise<ProcessGroup> {
   if (!worker) return new SingleProcessGroup();
   return createProcessGroup({ rank: worker.rank, worldSize: worker.worldSize, rendezvous: worker.rendezvous, timeoutMs });
@@ -190,7 +201,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   }
   await initEngine(config.backend);
   const experiment = prepareExperiment(config);
-  const group = await processGroup(worker, config.timeout * 1000);
+  const group = await processGroup(worker, verifyTimeoutMs(config.timeout));
   const strategy = new DdpStrategy(group, { bucketCapMb: config.bucketCapMb, syncBatchNorm: config.syncBatchnorm });
   const worldSize = group.worldSize;
   const localBatch = localBatchSize(config, worldSize, experiment.train.length);

@@ -1,5 +1,14 @@
 import { strict as assert } from 'node:assert';
-import { gradientDifference, permuteRows, perturbByOneUlp, roundoffBound, scalarDifference, stateDifference } from '../../src/verify/roundoff.js';
+import { verifyTimeoutMs } from '../../src/verify/harness.js';
+import {
+  gradientDifference,
+  permuteRows,
+  perturbByOneUlp,
+  roundoffBound,
+  ROUNDOFF_TWINS,
+  scalarDifference,
+  stateDifference,
+} from '../../src/verify/roundoff.js';
 
 /** The float32 neighbours of x (towards and away from zero). */
 function neighbours(x: number): [number, number] {
@@ -74,5 +83,12 @@ describe('verify: round-off measurement', () => {
     assert.ok(!(scalarDifference(NaN, 2) <= roundoffBound(1, 4, 1e-5)));
     assert.ok(!(gradientDifference({ w: Float32Array.of(NaN) }, { w: Float32Array.of(1) }).value <= 1));
     assert.ok(!(stateDifference({ w: Float32Array.of(NaN) }, { w: Float32Array.of(2) }, { w: Float32Array.of(1) }).value <= 1));
+  });
+});
+
+describe('verify: the W-rank collective timeout', () => {
+  it("covers rank 0's one-process reference and twins, which the other ranks wait for in a collective", () => {
+    // Each step, rank 0 runs its own W-rank step, then 1 + ROUNDOFF_TWINS one-process steps on the global batch.
+    assert.equal(verifyTimeoutMs(300), 300_000 * (2 + ROUNDOFF_TWINS));
   });
 });
