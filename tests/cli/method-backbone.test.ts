@@ -23,13 +23,9 @@ const SMALL = [
   '1',
   '--knn-train-samples',
   '64',
-  '--method-arg',
-  'decoderEmbedDim=32',
-  '--method-arg',
-  'decoderDepth=1',
-  '--method-arg',
-  'decoderNumHeads=2',
 ];
+/** A small MAE decoder (the defaults are 512 wide and 8 deep). */
+const SMALL_DECODER = ['--method-arg', 'decoderEmbedDim=32', '--method-arg', 'decoderDepth=1', '--method-arg', 'decoderNumHeads=2'];
 
 function backboneOf(runDir: string): string {
   return (JSON.parse(readFileSync(join(runDir, 'config.json'), 'utf8')) as { backbone: string }).backbone;
@@ -40,7 +36,7 @@ describe("ssl-train: the method's default backbone", function () {
 
   it('--method mae without --backbone trains vit_tiny', () => {
     const runDir = join(tempDir(), 'mae');
-    const { status, stderr } = runCli(['--method', 'mae', ...SMALL, '--run-dir', runDir], 150_000);
+    const { status, stderr } = runCli(['--method', 'mae', ...SMALL, ...SMALL_DECODER, '--run-dir', runDir], 150_000);
     assert.equal(status, 0, stderr);
     assert.equal(backboneOf(runDir), 'vit_tiny');
   });
@@ -50,14 +46,14 @@ describe("ssl-train: the method's default backbone", function () {
     const file = join(dir, 'mae.yaml');
     writeFileSync(file, 'method: mae\n');
     const runDir = join(dir, 'run');
-    const { status, stderr } = runCli(['--config', file, ...SMALL, '--run-dir', runDir], 150_000);
+    const { status, stderr } = runCli(['--config', file, ...SMALL, ...SMALL_DECODER, '--run-dir', runDir], 150_000);
     assert.equal(status, 0, stderr);
     assert.equal(backboneOf(runDir), 'vit_tiny');
   });
 
   it('--method mae --backbone tiny_resnet is refused in one line', () => {
     const runDir = join(tempDir(), 'mae-resnet');
-    const { status, stderr } = runCli(['--method', 'mae', '--backbone', 'tiny_resnet', ...SMALL, '--run-dir', runDir], 60_000);
+    const { status, stderr } = runCli(['--method', 'mae', '--backbone', 'tiny_resnet', ...SMALL, ...SMALL_DECODER, '--run-dir', runDir], 60_000);
     assert.equal(status, 2, stderr);
     assert.match(
       stderr.trim(),
@@ -67,7 +63,7 @@ describe("ssl-train: the method's default backbone", function () {
 
   it('other methods keep tiny_resnet by default', () => {
     const runDir = join(tempDir(), 'simclr');
-    const { status, stderr } = runCli(['--method', 'simclr', ...SMALL.slice(0, 14), '--run-dir', runDir], 60_000);
+    const { status, stderr } = runCli(['--method', 'simclr', ...SMALL, '--run-dir', runDir], 60_000);
     assert.equal(status, 0, stderr);
     assert.equal(backboneOf(runDir), 'tiny_resnet');
   });
