@@ -9,7 +9,8 @@
  * {@link restoreJsKernels} puts the JS kernels back (the `cpu-js` backend, tests).
  *
  * Gathers and their gradient (`GatherV2`, `UnsortedSegmentSum`) are replaced by typed-array
- * row copies in JS (kernels/gather.ts), installed with the rest.
+ * row copies in JS (kernels/gather.ts), and strided slices, splits and pads (`Slice`, `SplitV`,
+ * `PadV2`) by block copies (kernels/slice.ts), installed with the rest.
  *
  * Besides replacing kernels, installing adds a fused training batch norm (see
  * {@link batchNormTraining}: two passes each way instead of tfjs's ~30 element-wise
@@ -29,6 +30,7 @@ import { registerCpuKernelInstaller } from './engine.js';
 import { packageRoot } from './package-root.js';
 import { batchNormKernels, registerBatchNormGradient } from './kernels/batch-norm.js';
 import { gatherKernels } from './kernels/gather.js';
+import { sliceKernels } from './kernels/slice.js';
 import { geluKernels } from './kernels/gelu.js';
 import { groupNormKernels, registerGroupNormGradient } from './kernels/group-norm.js';
 import type { DnnlAddon, KernelArgs, NativeKernel } from './kernels/common.js';
@@ -57,7 +59,7 @@ export { batchNormTraining, type BatchNormTrainingResult } from './kernels/batch
 export { groupNorm } from './kernels/group-norm.js';
 
 /** Native replacements of tfjs cpu kernels (the JS kernel stays as their fallback). */
-const REPLACING: NativeKernel[] = [...matmulKernels, ...convKernels, ...cpuOpKernels, ...gatherKernels];
+const REPLACING: NativeKernel[] = [...matmulKernels, ...convKernels, ...cpuOpKernels, ...gatherKernels, ...sliceKernels];
 /** Kernels that tfjs does not have (fused training batch norm, ReLU gradient, GELU, softmax), added with the others. */
 const ADDING: NativeKernel[] = [...batchNormKernels, ...groupNormKernels, reluGradKernel, ...geluKernels, ...softmaxKernels];
 
