@@ -4,10 +4,11 @@
  * backbones, reusable by any method that needs a transformer encoder or decoder (MAE, All4One).
  * Tokens are `[B, N, D]` (batch, tokens, features).
  */
+import { checkpointed } from './checkpoint.js';
 import { truncNormal } from './init.js';
 import { softmaxLastAxis } from './kernels/softmax.js';
 import { childLayer, gelu, LayerNorm, Linear } from './layers.js';
-import { Layer } from './module.js';
+import { Layer, type Module } from './module.js';
 import type { Rng } from './random.js';
 import { tf, type Tensor } from './tf.js';
 
@@ -105,6 +106,9 @@ export interface TransformerBlockOptions {
  * `x + attn(norm1(x))`, then `x + mlp(norm2(x))`, LayerNorms with eps 1e-6.
  */
 export class TransformerBlock extends Layer {
+  /** Keep only the block's input for the backward pass and recompute the rest (see core/checkpoint.ts; {@link setGradCheckpointing}). */
+  checkpointActivations = false;
+
   constructor(options: TransformerBlockOptions) {
     super();
     const { dim, numHeads, rng } = options;
@@ -117,11 +121,23 @@ export class TransformerBlock extends Layer {
   /** `[B, N, D] -> [B, N, D]`. */
   forward(x: Tensor): Tensor {
     if (x.rank !== 3) throw new Error(`TransformerBlock expects tokens [B, N, D], got shape [${x.shape}]`);
-    return tf.tidy(() => {
-      const h = tf.add(x, childLayer(this, 'attn').forward(childLayer(this, 'norm1').forward(x)));
-      return tf.add(h, childLayer(this, 'mlp').forward(childLayer(this, 'norm2').forward(h)));
-    });
+    const block = (tokens: Tensor) =>
+      tf.tidy(() => {
+        const h = tf.add(tokens, childLayer(this, 'attn').forward(childLayer(this, 'norm1').forward(tokens)));
+        return tf.add(h, childLayer(this, 'mlp').forward(childLayer(this, 'norm2').forward(h)));
+      });
+    return this.checkpointActivations ? checkpointed(block, this.trainableParameters(), x) : block(x);
   }
+}
+
+/**
+ * Turns activation checkpointing of every {@link TransformerBlock} under `root` on or off
+ * (`--grad-checkpointing`). Returns how many blocks it set: 0 for a model without any.
+ */
+export function setGradCheckpointing(root: Module, on: boolean): number {
+  const blocks = root.namedModules().flatMap(([, m]) => (m instanceof TransformerBlock ? [m] : []));
+  for (const block of blocks) block.checkpointActivations = on;
+  return blocks.length;
 }
 
 export interface PostNormTransformerLayerOptions {

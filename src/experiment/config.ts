@@ -144,6 +144,9 @@ export class TrainConfig {
   @Min(1)
   gradCacheChunk?: number;
   @Flag('<bool>', 'allow the gradient cache with batch norm (per-chunk statistics: approximate)') @IsBoolean() gradCacheApproximateBn = false;
+  @Flag('<bool>', 'recompute each transformer block in the backward pass instead of keeping its activations (ViT backbones, MAE decoder)')
+  @IsBoolean()
+  gradCheckpointing = false;
   @Flag('<n>', 'seed of every random draw (init, sampling, augmentation)') @IsInt() @Min(0) seed = 0;
   @Flag('<dir>', 'run directory (default: runs/<method>-<timestamp>)') @IsOptional() @IsString() runDir?: string;
   @Flag('<n>', 'save checkpoints/epoch-<n>.ckpt (and last.ckpt) every n epochs (0: only last.ckpt at the end)') @IsInt() @Min(0) checkpointEvery = 1;

@@ -6,6 +6,7 @@
 import { createBackbone, VisionTransformer, type Backbone } from '../backbones/index.js';
 import { invalidValue, UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';
+import { setGradCheckpointing } from '../core/transformer.js';
 import { formatCrops, resolveCrops, type CropGroup } from '../data/augment/crops.js';
 import { viewsFor } from '../data/augment/recipes.js';
 import type { ViewAugmentation } from '../data/augment/views.js';
@@ -115,8 +116,8 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
       minLr: config.minLr,
       weightDecayEnd: config.weightDecayEnd,
     },
-    createMethod: () =>
-      new methodClass({
+    createMethod: () => {
+      const method = new methodClass({
         createBackbone: (r) =>
           checkCropSizes(
             createBackbone(config.backbone, {
@@ -135,7 +136,17 @@ function assembleExperiment<D extends Dataset>(config: TrainConfig, train: D, te
         rng: new Rng(config.seed),
         args: methodArgs,
         norm: config.norm,
-      }),
+      });
+      if (config.gradCheckpointing && setGradCheckpointing(method, true) === 0) {
+        method.dispose();
+        throw invalidValue(
+          '--grad-checkpointing',
+          true,
+          `a model with transformer blocks (a vit_* backbone), not method ${config.method} on ${config.backbone}`,
+        );
+      }
+      return method;
+    },
   };
 }
 

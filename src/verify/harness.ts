@@ -9,6 +9,7 @@ import { formatLossCaseReport, runLossCaseOnRank } from './loss-check.js';
 import { SingleProcessGroup, type ProcessGroup } from '../core/process-group.js';
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
+import { setGradCheckpointing } from '../core/transformer.js';
 import type { Progress, TrainerOptimizer } from '../trainer/interfaces.js';
 import { accumulateBatch, applyStep, type Accumulated } from '../trainer/step.js';
 import { SingleDeviceStrategy, type Strategy } from '../trainer/strategy.js';
@@ -210,8 +211,12 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   const loaderFor = (batchSize: number, sampler: MultiViewLoader['sampler']) =>
     new MultiViewLoader({ dataset: experiment.train, views: experiment.views, batchSize, sampler, seed: config.seed, dropLast: true, workers: 0 });
   const single = new SingleDeviceStrategy();
+  // The one-process runs take the whole global batch, W times a rank's: their transformer blocks
+  // recompute activations in the backward pass (same gradients, bit for bit: core/checkpoint.ts),
+  // so that rank 0 does not hold a global batch's activations beside the other ranks' local ones.
   const oneProcessRun = (): OneProcessRun => {
     const method = experiment.createMethod();
+    setGradCheckpointing(method, true);
     const task = new SslTask(method, optim, undefined, config.gradCacheChunk);
     task.setup({ group: single.group });
     return { method, task, optimizer: task.configureOptimizers(schedule).optimizer };
