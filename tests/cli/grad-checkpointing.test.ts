@@ -7,26 +7,10 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
-import { runCli, tempDir } from '../helpers/run.js';
+import { runCli, smallMaeDecoder, tempDir, TINY_DATA_FLAGS } from '../helpers/run.js';
 
-const SMALL = [
-  '--dataset',
-  'synthetic',
-  '--image-size',
-  '16',
-  '--synthetic-size',
-  '64',
-  '--batch-size',
-  '8',
-  '--workers',
-  '0',
-  '--knn-train-samples',
-  '64',
-  '--val-every',
-  '0',
-];
-/** A small MAE decoder (the defaults are 512 wide and 8 deep). */
-const SMALL_DECODER = ['--method-arg', 'decoderEmbedDim=32', '--method-arg', 'decoderDepth=2', '--method-arg', 'decoderNumHeads=2'];
+const SMALL = [...TINY_DATA_FLAGS, '--val-every', '0'];
+const SMALL_DECODER = smallMaeDecoder(2);
 
 /** Trains MAE two steps; returns its stderr. */
 function trainMae(runDir: string, checkpointing: boolean): string {

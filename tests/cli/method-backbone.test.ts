@@ -6,26 +6,10 @@
 import { strict as assert } from 'node:assert';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runCli, tempDir } from '../helpers/run.js';
+import { runCli, smallMaeDecoder, tempDir, TINY_DATA_FLAGS } from '../helpers/run.js';
 
-const SMALL = [
-  '--dataset',
-  'synthetic',
-  '--image-size',
-  '16',
-  '--synthetic-size',
-  '64',
-  '--batch-size',
-  '8',
-  '--workers',
-  '0',
-  '--max-steps',
-  '1',
-  '--knn-train-samples',
-  '64',
-];
-/** A small MAE decoder (the defaults are 512 wide and 8 deep). */
-const SMALL_DECODER = ['--method-arg', 'decoderEmbedDim=32', '--method-arg', 'decoderDepth=1', '--method-arg', 'decoderNumHeads=2'];
+const SMALL = [...TINY_DATA_FLAGS, '--max-steps', '1'];
+const SMALL_DECODER = smallMaeDecoder();
 
 function backboneOf(runDir: string): string {
   return (JSON.parse(readFileSync(join(runDir, 'config.json'), 'utf8')) as { backbone: string }).backbone;

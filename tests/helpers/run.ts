@@ -18,6 +18,27 @@ export function runCli(args: string[], timeoutMs = 120_000): { status: number | 
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** 64 synthetic 16x16 images, batch 8, no workers, a 64-image kNN memory: for runs of a step or two whose backbone the test picks. */
+export const TINY_DATA_FLAGS = [
+  '--dataset',
+  'synthetic',
+  '--image-size',
+  '16',
+  '--synthetic-size',
+  '64',
+  '--batch-size',
+  '8',
+  '--workers',
+  '0',
+  '--knn-train-samples',
+  '64',
+];
+
+/** A small MAE decoder (its defaults are 512 wide and 8 deep): width 32, 2 heads, `depth` blocks. */
+export function smallMaeDecoder(depth = 1): string[] {
+  return ['--method-arg', 'decoderEmbedDim=32', '--method-arg', `decoderDepth=${depth}`, '--method-arg', 'decoderNumHeads=2'];
+}
+
 /** Small projector flags (hidden 32, output 16). */
 export const SMALL_PROJECTOR = ['--method-arg', 'projHiddenDim=32', '--method-arg', 'projOutputDim=16'];
 

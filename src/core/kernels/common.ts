@@ -66,6 +66,23 @@ export interface NativeKernel {
   func: NativeKernelFunc;
 }
 
+/** The values of a float32 or int32 tensor. */
+export type TypedValues = Float32Array | Int32Array;
+
+/** The values of `t` when they are a float32 or int32 typed array of its dtype, else null. */
+export function typedValues(backend: CpuBackend, t: TensorInfo | undefined): TypedValues | null {
+  if (t == null) return null;
+  const values = backend.data.get(t.dataId).values;
+  if (t.dtype === 'float32' && values instanceof Float32Array) return values;
+  if (t.dtype === 'int32' && values instanceof Int32Array) return values;
+  return null;
+}
+
+/** A zeroed array of the dtype of `like` with `n` elements. */
+export function zeroedLike(like: TypedValues, n: number): TypedValues {
+  return like instanceof Float32Array ? new Float32Array(n) : new Int32Array(n);
+}
+
 /** The float32 values of `t`, or null when `t` is not a plain float32 tensor on the cpu backend. */
 export function f32(backend: CpuBackend, t: TensorInfo | undefined): Float32Array | null {
   if (t == null || t.dtype !== 'float32') return null;

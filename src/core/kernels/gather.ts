@@ -11,24 +11,7 @@
  * is a copy and exact too).
  */
 import { tf } from '../tf.js';
-import { sizeOf, type CpuBackend, type NativeKernel } from './common.js';
-
-type TensorInfo = tf.TensorInfo;
-type Values = Float32Array | Int32Array;
-
-/** The values of `t` when they are a float32 or int32 typed array of its dtype, else null. */
-function typedValues(backend: CpuBackend, t: TensorInfo | undefined): Values | null {
-  if (t == null) return null;
-  const values = backend.data.get(t.dataId).values;
-  if (t.dtype === 'float32' && values instanceof Float32Array) return values;
-  if (t.dtype === 'int32' && values instanceof Int32Array) return values;
-  return null;
-}
-
-/** A zeroed array of the dtype of `like` with `n` elements. */
-function zerosLike(like: Values, n: number): Values {
-  return like instanceof Float32Array ? new Float32Array(n) : new Int32Array(n);
-}
+import { sizeOf, typedValues, zeroedLike, type NativeKernel } from './common.js';
 
 /**
  * `GatherV2` without batch dims: `x [outer..., A, inner...]`, `indices` (any shape, values in
@@ -48,7 +31,7 @@ const gatherKernel: NativeKernel = {
     }
     const outer = sizeOf(x.shape.slice(0, axis));
     const inner = sizeOf(x.shape.slice(axis + 1));
-    const out = zerosLike(xVals, outer * idx.length * inner);
+    const out = zeroedLike(xVals, outer * idx.length * inner);
     let o = 0;
     for (let b = 0; b < outer; b++) {
       const base = b * axisDim * inner;
@@ -82,7 +65,7 @@ const unsortedSegmentSumKernel: NativeKernel = {
     if (x == null || segmentIds == null || xVals == null || !(ids instanceof Int32Array)) return null;
     if (segmentIds.shape.length !== 1 || x.shape.length < 1 || x.shape[0] !== ids.length || !Number.isInteger(numSegments)) return null;
     const inner = sizeOf(x.shape.slice(1));
-    const out = zerosLike(xVals, numSegments * inner);
+    const out = zeroedLike(xVals, numSegments * inner);
     for (let row = 0; row < ids.length; row++) {
       const s = ids[row];
       if (!(s >= 0 && s < numSegments)) continue;

@@ -11,19 +11,9 @@
  * values go to the JS kernels (a contiguous slice there is already a zero-copy `subarray`).
  */
 import { tf } from '../tf.js';
-import { sizeOf, type CpuBackend, type NativeKernel } from './common.js';
+import { sizeOf, typedValues, zeroedLike, type CpuBackend, type NativeKernel, type TypedValues as Values } from './common.js';
 
 type TensorInfo = tf.TensorInfo;
-type Values = Float32Array | Int32Array;
-
-/** The values of `t` when they are a float32 or int32 typed array of its dtype, else null. */
-function typedValues(backend: CpuBackend, t: TensorInfo | undefined): Values | null {
-  if (t == null) return null;
-  const values = backend.data.get(t.dataId).values;
-  if (t.dtype === 'float32' && values instanceof Float32Array) return values;
-  if (t.dtype === 'int32' && values instanceof Int32Array) return values;
-  return null;
-}
 
 /** Row-major strides of `shape`. */
 function stridesOf(shape: number[]): number[] {
@@ -69,14 +59,9 @@ function copyBox(src: Values, srcShape: number[], srcBegin: number[], dst: Value
   }
 }
 
-/** A zeroed array of the dtype of `like` with `n` elements. */
-function allocLike(like: Values, n: number): Values {
-  return like instanceof Float32Array ? new Float32Array(n) : new Int32Array(n);
-}
-
 /** A copy of the block `[begin, begin + size)` of `x` (values of its dtype). */
 function copySlice(backend: CpuBackend, x: TensorInfo, values: Values, begin: number[], size: number[]): TensorInfo {
-  const out = allocLike(values, sizeOf(size));
+  const out = zeroedLike(values, sizeOf(size));
   copyBox(values, x.shape, begin, out, size, new Array<number>(size.length).fill(0), size);
   return backend.makeTensorInfo(size, x.dtype, out);
 }
@@ -127,7 +112,7 @@ const padV2Kernel: NativeKernel = {
     const paddings = attrs.paddings as Array<[number, number]>;
     const constantValue = (attrs.constantValue as number | undefined) ?? 0;
     const shape = paddings.map(([before, after], i) => before + x.shape[i]! + after);
-    const out = allocLike(values, sizeOf(shape));
+    const out = zeroedLike(values, sizeOf(shape));
     if (constantValue !== 0) out.fill(constantValue);
     copyBox(
       values,
