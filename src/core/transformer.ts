@@ -130,12 +130,17 @@ export class TransformerBlock extends Layer {
   }
 }
 
+/** Every {@link TransformerBlock} under `root` (itself included), depth first. */
+export function transformerBlocks(root: Module): TransformerBlock[] {
+  return root.namedModules().flatMap(([, m]) => (m instanceof TransformerBlock ? [m] : []));
+}
+
 /**
  * Turns activation checkpointing of every {@link TransformerBlock} under `root` on or off
  * (`--grad-checkpointing`). Returns how many blocks it set: 0 for a model without any.
  */
 export function setGradCheckpointing(root: Module, on: boolean): number {
-  const blocks = root.namedModules().flatMap(([, m]) => (m instanceof TransformerBlock ? [m] : []));
+  const blocks = transformerBlocks(root);
   for (const block of blocks) block.checkpointActivations = on;
   return blocks.length;
 }

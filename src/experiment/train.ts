@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { initEngine, type EngineInfo } from '../core/engine.js';
 import { invalidValue, UserError } from '../core/errors.js';
-import { TransformerBlock } from '../core/transformer.js';
+import { transformerBlocks } from '../core/transformer.js';
 import { formatCrops } from '../data/augment/crops.js';
 import { evalTransform } from '../data/augment/recipes.js';
 import { sampleDataset } from '../data/dataset.js';
@@ -225,7 +225,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   if (config.pretrained !== undefined) loadPretrainedBackbone(method, resolvePretrained(config.pretrained, '--pretrained'), '--pretrained');
   checkGradCache(config, method, strategy.isGlobalZero);
   if (config.gradCheckpointing && strategy.isGlobalZero) {
-    const blocks = method.namedModules().filter(([, m]) => m instanceof TransformerBlock).length;
+    const blocks = transformerBlocks(method).length;
     process.stderr.write(`ssl-train: note: --grad-checkpointing: ${blocks} transformer blocks recompute their activations in the backward pass\n`);
   }
   const loader = new MultiViewLoader({
