@@ -4,7 +4,9 @@
  * (tiny_resnet; vit_tiny for the ViT methods), the same number of epochs for all (`--epochs`, default 3), and measures on
  * the 10k test images the weighted kNN top-1 (k 20, τ 0.07, memory = the whole training set)
  * and the online linear top-1, with the wall time and training images/s. Beside them, the
- * same kNN on the random-init backbone and on raw pixels (`--baselines`, or when missing).
+ * same kNN on the random-init backbone of each benchmarked backbone and on raw pixels (measured when
+ * missing; `--baselines` measures them again for the given methods' backbones and trains nothing);
+ * each method is checked against the random-init kNN of its own backbone.
  *
  * Results accumulate in scripts/bench/zoo-results.json (committed; one row per method: its
  * figures, the recipe fingerprint, commit, CPU and date), from which the README's table is
@@ -65,12 +67,19 @@ interface BaselineRow {
 
 interface Results {
   description: string;
-  baselines: { randomInit?: BaselineRow; rawPixels?: BaselineRow };
+  /** `randomInit` is keyed by backbone (tiny_resnet, vit_tiny). */
+  baselines: { randomInit?: Record<string, BaselineRow>; rawPixels?: BaselineRow };
   methods: Record<string, MethodRow>;
 }
 
 function load(): Results {
-  if (existsSync(RESULTS)) return JSON.parse(readFileSync(RESULTS, 'utf8')) as Results;
+  if (existsSync(RESULTS)) {
+    const results = JSON.parse(readFileSync(RESULTS, 'utf8')) as Results;
+    // Files written before the baselines were kept per backbone hold tiny_resnet's alone.
+    const randomInit = results.baselines.randomInit as Record<string, BaselineRow> | BaselineRow | undefined;
+    if (randomInit && typeof randomInit.knnTop1 === 'number') results.baselines.randomInit = { tiny_resnet: randomInit as BaselineRow };
+    return results;
+  }
   return {
     description: 'npm run bench:zoo: Fashion-MNIST (60k train / 10k test), tiny_resnet, kNN k 20 tau 0.07 on the whole training set',
     baselines: {},
@@ -154,20 +163,42 @@ function knnTop1(model: FeatureModel, train: ImageDataset, test: ImageDataset): 
   return top1;
 }
 
-async function baselines(results: Results): Promise<void> {
-  const experiment = prepareExperiment(benchConfig('simclr', 1));
+/** The backbone `method` is benchmarked on (its recipe's). */
+function backboneOf(method: string): string {
+  return benchConfig(method, 3).backbone;
+}
+
+/**
+ * Measures the random-init kNN of the backbones of `methods` (built by the first such method's
+ * recipe, untrained) whose baseline is missing, or all of them with `all`; and raw pixels' kNN
+ * when missing or with `all`.
+ */
+async function baselines(results: Results, methods: string[], all: boolean): Promise<void> {
+  const randomInit = results.baselines.randomInit ?? {};
+  const todo = new Map<string, string>();
+  for (const m of methods) {
+    const backbone = backboneOf(m);
+    if ((all || !randomInit[backbone]) && !todo.has(backbone)) todo.set(backbone, m);
+  }
+  if (todo.size === 0 && results.baselines.rawPixels && !all) return;
+  const experiment = prepareExperiment(benchConfig(methods[0] ?? 'simclr', 1));
   const { train, test } = experiment;
-  const method = experiment.createMethod();
-  method.eval();
-  const randomInit = knnTop1(method, train, test);
-  method.dispose();
-  const pixels: FeatureModel = {
-    features: (images: Tensor) => tf.reshape(images, [images.shape[0], -1]),
-    classifier: { forward: (f: Tensor) => tf.zeros([f.shape[0], 1]) },
-  };
-  const rawPixels = knnTop1(pixels, train, test);
-  results.baselines = { randomInit: { knnTop1: randomInit, ...provenance() }, rawPixels: { knnTop1: rawPixels, ...provenance() } };
-  process.stdout.write(`baselines: random-init backbone kNN top-1 ${(100 * randomInit).toFixed(2)}%, raw pixels ${(100 * rawPixels).toFixed(2)}%\n`);
+  for (const [backbone, m] of todo) {
+    const method = prepareExperiment(benchConfig(m, 1)).createMethod();
+    method.eval();
+    randomInit[backbone] = { knnTop1: knnTop1(method, train, test), ...provenance() };
+    method.dispose();
+    process.stdout.write(`baselines: random-init ${backbone} kNN top-1 ${(100 * randomInit[backbone]!.knnTop1).toFixed(2)}%\n`);
+  }
+  results.baselines.randomInit = randomInit;
+  if (all || !results.baselines.rawPixels) {
+    const pixels: FeatureModel = {
+      features: (images: Tensor) => tf.reshape(images, [images.shape[0], -1]),
+      classifier: { forward: (f: Tensor) => tf.zeros([f.shape[0], 1]) },
+    };
+    results.baselines.rawPixels = { knnTop1: knnTop1(pixels, train, test), ...provenance() };
+    process.stdout.write(`baselines: raw pixels kNN top-1 ${(100 * results.baselines.rawPixels.knnTop1).toFixed(2)}%\n`);
+  }
 }
 
 /** The mean of a training metric over the run's metrics.jsonl, or its last value. */
@@ -220,10 +251,9 @@ async function trainMethod(method: string, epochs: number): Promise<MethodRow> {
   return rowFromRun(method, config);
 }
 
-/** The README table from the results: current rows only, each checked against the random-init baseline. */
+/** The README table from the results: current rows only, each checked against the random-init baseline of its backbone. */
 function table(results: Results, epochs: number): string {
   const pct = (x: number) => (100 * x).toFixed(1);
-  const random = results.baselines.randomInit?.knnTop1;
   const lines = [
     `| method | kNN top-1 (%) | online linear top-1 (%) | beats random init by ≥ ${MARGIN} points | wall time | images/s | measured on |`,
     '|---|---|---|---|---|---|---|',
@@ -240,14 +270,15 @@ function table(results: Results, epochs: number): string {
       missing.push(name);
       continue;
     }
-    const beats = random === undefined ? 'no baseline' : row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**';
+    const random = results.baselines.randomInit?.[backboneOf(name)]?.knnTop1;
+    const beats = random === undefined ? `no ${backboneOf(name)} baseline` : row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**';
     const time = `${Math.floor(row.wallTimeSec / 60)} min ${Math.round(row.wallTimeSec % 60)} s`;
     lines.push(
       `| ${name} | ${pct(row.knnTop1)} | ${pct(row.linearTop1)} | ${beats} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu}, ${row.commit}, ${row.date}${row.note ? ` (${row.note})` : ''} |`,
     );
   }
-  if (results.baselines.randomInit)
-    lines.push(`| *random-init backbone* | ${pct(results.baselines.randomInit.knnTop1)} | | | | | ${results.baselines.randomInit.cpu} |`);
+  for (const [backbone, baseline] of Object.entries(results.baselines.randomInit ?? {}))
+    lines.push(`| *random-init ${backbone}* | ${pct(baseline.knnTop1)} | | | | | ${baseline.cpu} |`);
   if (results.baselines.rawPixels) lines.push(`| *raw pixels* | ${pct(results.baselines.rawPixels.knnTop1)} | | | | | ${results.baselines.rawPixels.cpu} |`);
   if (missing.length)
     lines.push('', `Not yet measured with the current recipe: ${missing.join(', ')} (\`npm run bench:zoo -- --methods ${missing.join(',')}\`).`);
@@ -300,11 +331,12 @@ async function main(): Promise<void> {
       .map((m) => m.trim())
       .filter(Boolean);
     for (const m of requested) getMethodClass(m); // unknown names fail before any training
-    if (process.argv.includes('--baselines') || (!process.argv.includes('--from-runs') && (!results.baselines.randomInit || !results.baselines.rawPixels))) {
-      await baselines(results);
+    const baselinesOnly = process.argv.includes('--baselines');
+    if (!process.argv.includes('--from-runs')) {
+      await baselines(results, requested, baselinesOnly);
       save(results);
     }
-    for (const m of requested) {
+    for (const m of baselinesOnly ? [] : requested) {
       results.methods[m] = await trainMethod(m, epochs);
       save(results);
       const r = results.methods[m];
