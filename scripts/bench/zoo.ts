@@ -171,20 +171,21 @@ function backboneOf(method: string): string {
 /**
  * Measures the random-init kNN of the backbones of `methods` (built by the first such method's
  * recipe, untrained) whose baseline is missing, or all of them with `all`; and raw pixels' kNN
- * when missing or with `all`.
+ * when missing or with `all`. Returns whether anything was measured.
  */
-async function baselines(results: Results, methods: string[], all: boolean): Promise<void> {
+async function baselines(results: Results, methods: string[], all: boolean): Promise<boolean> {
   const randomInit = results.baselines.randomInit ?? {};
   const todo = new Map<string, string>();
   for (const m of methods) {
     const backbone = backboneOf(m);
     if ((all || !randomInit[backbone]) && !todo.has(backbone)) todo.set(backbone, m);
   }
-  if (todo.size === 0 && results.baselines.rawPixels && !all) return;
-  const experiment = prepareExperiment(benchConfig(methods[0] ?? 'simclr', 1));
-  const { train, test } = experiment;
-  for (const [backbone, m] of todo) {
-    const method = prepareExperiment(benchConfig(m, 1)).createMethod();
+  if (todo.size === 0 && results.baselines.rawPixels && !all) return false;
+  // Every recipe trains on the same Fashion-MNIST split: load it once.
+  const experiments = new Map([...todo].map(([backbone, m]) => [backbone, prepareExperiment(benchConfig(m, 1))]));
+  const { train, test } = experiments.values().next().value ?? prepareExperiment(benchConfig(methods[0] ?? 'simclr', 1));
+  for (const [backbone, experiment] of experiments) {
+    const method = experiment.createMethod();
     method.eval();
     randomInit[backbone] = { knnTop1: knnTop1(method, train, test), ...provenance() };
     method.dispose();
@@ -199,6 +200,7 @@ async function baselines(results: Results, methods: string[], all: boolean): Pro
     results.baselines.rawPixels = { knnTop1: knnTop1(pixels, train, test), ...provenance() };
     process.stdout.write(`baselines: raw pixels kNN top-1 ${(100 * results.baselines.rawPixels.knnTop1).toFixed(2)}%\n`);
   }
+  return true;
 }
 
 /** The mean of a training metric over the run's metrics.jsonl, or its last value. */
@@ -270,8 +272,9 @@ function table(results: Results, epochs: number): string {
       missing.push(name);
       continue;
     }
-    const random = results.baselines.randomInit?.[backboneOf(name)]?.knnTop1;
-    const beats = random === undefined ? `no ${backboneOf(name)} baseline` : row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**';
+    const backbone = backboneOf(name);
+    const random = results.baselines.randomInit?.[backbone]?.knnTop1;
+    const beats = random === undefined ? `no ${backbone} baseline` : row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**';
     const time = `${Math.floor(row.wallTimeSec / 60)} min ${Math.round(row.wallTimeSec % 60)} s`;
     lines.push(
       `| ${name} | ${pct(row.knnTop1)} | ${pct(row.linearTop1)} | ${beats} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu}, ${row.commit}, ${row.date}${row.note ? ` (${row.note})` : ''} |`,
@@ -332,10 +335,8 @@ async function main(): Promise<void> {
       .filter(Boolean);
     for (const m of requested) getMethodClass(m); // unknown names fail before any training
     const baselinesOnly = process.argv.includes('--baselines');
-    if (!process.argv.includes('--from-runs')) {
-      await baselines(results, requested, baselinesOnly);
-      save(results);
-    }
+    // Saved only when measured, so a run that finds its baselines leaves the file (and its own commit stamp) clean.
+    if (!process.argv.includes('--from-runs') && (await baselines(results, requested, baselinesOnly))) save(results);
     for (const m of baselinesOnly ? [] : requested) {
       results.methods[m] = await trainMethod(m, epochs);
       save(results);
