@@ -103,19 +103,21 @@ export interface DinoHeadOptions {
   bottleneckDim: number;
   /** Number K of output units (prototypes). */
   outputDim: number;
+  /** A normalisation ({@link headNorm}) after each hidden Linear (solo-learn's `use_bn_in_head`); default none. */
+  hiddenNorm?: NormKind;
 }
 
 /**
- * DINO's head (solo-learn's `DINOHead` with its defaults: 3 layers, no batch norm, normalised
- * last layer): `[B, F] -> [B, K]`, Linear-GELU-Linear-GELU-Linear to the bottleneck (weights
- * from a normal of std 0.02 truncated to ±2, biases 0), L2-normalised, then a
+ * DINO's head (solo-learn's `DINOHead`: 3 layers, normalised last layer): `[B, F] -> [B, K]`,
+ * Linear-GELU-Linear-GELU-Linear to the bottleneck (weights from a normal of std 0.02
+ * truncated to ±2, biases 0; with `hiddenNorm`, Linear-Norm-GELU), L2-normalised, then a
  * {@link WeightNormLinear} `lastLayer` (norms frozen at 1).
  */
 export class DinoHead extends Layer {
   readonly mlp: Sequential;
   readonly lastLayer: WeightNormLinear;
 
-  constructor(inFeatures: number, { rng, hiddenDim, bottleneckDim, outputDim }: DinoHeadOptions) {
+  constructor(inFeatures: number, { rng, hiddenDim, bottleneckDim, outputDim, hiddenNorm }: DinoHeadOptions) {
     super();
     const linear = (i: number, o: number) => {
       const layer = new Linear(i, o, { rng });
@@ -125,7 +127,8 @@ export class DinoHead extends Layer {
       });
       return layer;
     };
-    const layers = [linear(inFeatures, hiddenDim), new GELU(), linear(hiddenDim, hiddenDim), new GELU(), linear(hiddenDim, bottleneckDim)];
+    const hidden = (i: number) => [linear(i, hiddenDim), ...(hiddenNorm ? [headNorm(hiddenNorm, hiddenDim)] : []), new GELU()];
+    const layers = [...hidden(inFeatures), ...hidden(hiddenDim), linear(hiddenDim, bottleneckDim)];
     this.mlp = this.addModule('mlp', new Sequential(...layers));
     this.lastLayer = this.addModule('lastLayer', new WeightNormLinear(bottleneckDim, outputDim, rng));
   }

@@ -1,7 +1,8 @@
 /**
  * DINO with W ranks (real Gloo processes, different samples per rank): `ssl-train verify` at 2
  * and 3 ranks with 2 global and 2 smaller local crops, the last layer trained and gradients
- * clipped (the centre is a buffer: compared with the parameters); a centre moved by each
+ * clipped (the centre is a buffer: compared with the parameters), and at 2 ranks with batch norm
+ * in the heads (`useBnInHead`, synchronised over the ranks); a centre moved by each
  * rank's own teacher mean fails the same check; 2 ranks stopped after 7 steps and resumed end
  * 16 steps bit-identical to an uninterrupted run, centre included.
  */
@@ -53,6 +54,24 @@ describe('DINO: data-parallel training equals one process on the global batch', 
       console.log(`      ${devices} ranks: ${verdict[0]}`);
     });
   }
+
+  it('verify --devices 2 passes with batch norm in the student and teacher heads (useBnInHead=1)', () => {
+    const { status, stdout, stderr } = cli([
+      'verify',
+      ...SMALL,
+      ...FROM_START,
+      '--method-arg',
+      'useBnInHead=1',
+      '--method',
+      'dino',
+      '--devices',
+      '2',
+      '--steps',
+      '3',
+    ]);
+    assert.equal(status, 0, stdout + stderr);
+    assert.match(stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
+  });
 
   it("a centre moved by each rank's own teacher mean fails the same check", () => {
     const { status, stdout, stderr } = cli(['verify', ...SMALL, ...FROM_START, '--method', 'dino_local_centre', '--devices', '2', '--steps', '3'], CONTROL);

@@ -7,6 +7,7 @@
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';
 import { initEngine } from '../../src/core/engine.js';
+import { BatchNorm, GELU, Linear, type NormKind } from '../../src/core/layers.js';
 import { l2NormalizeRows } from '../../src/core/ops.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor, type Tensor1D, type Tensor2D } from '../../src/core/tf.js';
@@ -18,14 +19,14 @@ import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 
 const SMALL = { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 6 };
 
-function build(args: Record<string, number> = {}, seed = 3): DINO {
+function build(args: Record<string, number> = {}, seed = 3, norm: NormKind = 'layer'): DINO {
   const cls = getMethodClass('dino');
   const m = new cls({
     createBackbone: (rng) => createBackbone('mlp', { inChannels: 1, imageSize: 8, rng, mlpHidden: [16], norm: 'layer' }),
     numClasses: 3,
     rng: new Rng(seed),
     args: resolveMethodArgs('dino', { ...SMALL, ...args }),
-    norm: 'layer',
+    norm,
   }) as DINO;
   m.setup({ group: new SingleDeviceStrategy().group });
   return m;
@@ -74,6 +75,29 @@ describe('DINO', () => {
     m.momentumHead.parameters().forEach((t, i) => assert.deepEqual(t.dataSync(), m.head.parameters()[i]!.dataSync()));
     x.dispose();
     m.dispose();
+  });
+
+  it("useBnInHead 1: student and teacher heads get a batch norm after each hidden Linear, so a shift common to the batch's features no longer reaches the output", () => {
+    const kinds = (m: DINO) =>
+      m.head.mlp.namedChildren().map(([, l]) => (l instanceof Linear ? 'Linear' : l instanceof BatchNorm ? 'BatchNorm' : l instanceof GELU ? 'GELU' : '?'));
+    const plain = build({ projHiddenDim: 64, projOutputDim: 32 }, 3, 'batch');
+    const withBn = build({ projHiddenDim: 64, projOutputDim: 32, useBnInHead: 1 }, 3, 'batch');
+    assert.deepEqual(kinds(plain), ['Linear', 'GELU', 'Linear', 'GELU', 'Linear']);
+    assert.deepEqual(kinds(withBn), ['Linear', 'BatchNorm', 'GELU', 'Linear', 'BatchNorm', 'GELU', 'Linear']);
+    assert.deepEqual(
+      withBn.momentumHead.mlp.namedChildren().map(([, l]) => l.constructor.name),
+      withBn.head.mlp.namedChildren().map(([, l]) => l.constructor.name),
+    );
+    // Features with a large common part, as ReLU-pooled backbone features have.
+    const f = withBn.backbone.featureDim;
+    const x = tf.tensor2d(new Rng(5).normalArray(8 * f), [8, f]);
+    const shifted = tf.add(x, tf.mul(tf.ones([1, f]), 50));
+    const spread = (m: DINO) => tf.tidy(() => tf.max(tf.abs(tf.sub(m.head.forward(x), m.head.forward(shifted)))).dataSync()[0]!);
+    assert.ok(spread(withBn) < 1e-4, `with batch norm the shift changed the output by ${spread(withBn)}`);
+    assert.ok(spread(plain) > 1e-2, `without batch norm the shift changed the output by only ${spread(plain)}`);
+    tf.dispose([x, shifted]);
+    plain.dispose();
+    withBn.dispose();
   });
 
   it('teacher temperature: linear warm-up over warmupTeacherTemperatureEpochs (np.linspace per epoch), then constant', () => {
