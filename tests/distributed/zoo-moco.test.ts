@@ -90,6 +90,31 @@ describe('MoCo v2+, MoCo v3, ReSSL: data-parallel training equals one process on
   }
 
   for (const method of ['mocov2plus', 'ressl']) {
+    it(`${method}: verify --devices 2 passes with batch norm in the projector and its EMA copy (useBnInProjector=1)`, () => {
+      const { status, stdout, stderr } = runCli(
+        [
+          'verify',
+          ...SMALL_RUN,
+          ...HEADS[method],
+          '--method-arg',
+          'useBnInProjector=1',
+          '--method',
+          method,
+          '--devices',
+          '2',
+          '--batch-size',
+          '24',
+          '--steps',
+          '3',
+        ],
+        180_000,
+      );
+      assert.equal(status, 0, stdout + stderr);
+      assert.match(stdout, /PASSED: the worst difference is [0-9.]+ of its bound/);
+    });
+  }
+
+  for (const method of ['mocov2plus', 'ressl']) {
     it(`${method}: a 2-rank training run ends 3 steps with the one-process parameters, buffers and queue`, () => {
       const steps = ['--max-steps', '3', '--epochs', '2'];
       const single = checkpointTensors(train(method, 1, join(tempDir(), 'run'), steps));

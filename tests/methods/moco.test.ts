@@ -21,13 +21,13 @@ const SMALL_ARGS: Record<string, Record<string, number>> = {
 const METHODS = ['mocov2plus', 'mocov3', 'ressl'];
 const B = 6;
 
-function build(name: string, seed = 3): MomentumMethod {
+function build(name: string, seed = 3, extra: Record<string, number> = {}): MomentumMethod {
   const cls = getMethodClass(name);
   return new cls({
     createBackbone: (rng) => createBackbone('mlp', { inChannels: 1, imageSize: 8, rng, mlpHidden: [16] }),
     numClasses: 3,
     rng: new Rng(seed),
-    args: resolveMethodArgs(name, SMALL_ARGS[name]),
+    args: resolveMethodArgs(name, { ...SMALL_ARGS[name], ...extra }),
   }) as MomentumMethod;
 }
 
@@ -115,6 +115,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
       finalTau: 0.999,
       projHiddenDim: 2048,
       projOutputDim: 256,
+      useBnInProjector: 0,
       queueSize: 32768,
       temperature: 0.2,
     });
@@ -131,6 +132,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
       finalTau: 1,
       projHiddenDim: 4096,
       projOutputDim: 256,
+      useBnInProjector: 0,
       queueSize: 65536,
       temperatureQ: 0.1,
       temperatureK: 0.04,
@@ -155,11 +157,35 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
       assert.deepEqual(kinds(m.momentumProjector), ['Linear+b', 'ReLU', 'Linear+b']);
       m.dispose();
     }
+    for (const name of ['mocov2plus', 'ressl']) {
+      const m = build(name, 3, { useBnInProjector: 1 }) as MoCoV2Plus | ReSSL;
+      assert.deepEqual(kinds(m.projector), ['Linear+b', 'BN', 'ReLU', 'Linear+b'], `${name} useBnInProjector 1`);
+      assert.deepEqual(kinds(m.momentumProjector), ['Linear+b', 'BN', 'ReLU', 'Linear+b'], `${name} useBnInProjector 1`);
+      m.dispose();
+    }
     const m = build('mocov3') as MoCoV3;
     assert.deepEqual(kinds(m.projector), ['Linear', 'BN', 'ReLU', 'Linear', 'BN-plain']);
     assert.deepEqual(kinds(m.momentumProjector), ['Linear', 'BN', 'ReLU', 'Linear', 'BN-plain']);
     assert.deepEqual(kinds(m.predictor), ['Linear', 'BN', 'ReLU', 'Linear']);
     m.dispose();
+  });
+
+  it("useBnInProjector 1 (mocov2plus, ressl): a shift common to the batch's features no longer reaches the queries; without it, it does", () => {
+    for (const name of ['mocov2plus', 'ressl']) {
+      const plain = build(name, 3, { projHiddenDim: 64, projOutputDim: 32 }) as MoCoV2Plus | ReSSL;
+      const withBn = build(name, 3, { projHiddenDim: 64, projOutputDim: 32, useBnInProjector: 1 }) as MoCoV2Plus | ReSSL;
+      // Features with a large common part, as ReLU-pooled backbone features have.
+      const f = withBn.backbone.featureDim;
+      const x = tf.tensor2d(new Rng(5).normalArray(8 * f), [8, f]);
+      const shifted = tf.add(x, tf.mul(tf.ones([1, f]), 50));
+      const change = (m: MoCoV2Plus | ReSSL) => tf.tidy(() => tf.max(tf.abs(tf.sub(m.projector.forward(x), m.projector.forward(shifted)))).dataSync()[0]!);
+      const [withBnChange, plainChange] = [change(withBn), change(plain)];
+      assert.ok(withBnChange < 1e-4, `${name}: with batch norm the shift changed the queries by ${withBnChange}`);
+      assert.ok(plainChange > 1e-2, `${name}: without batch norm the shift changed the queries by only ${plainChange}`);
+      tf.dispose([x, shifted]);
+      plain.dispose();
+      withBn.dispose();
+    }
   });
 
   for (const name of METHODS) {
