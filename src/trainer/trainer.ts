@@ -11,7 +11,7 @@ import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
 import { LOGGER, type Logger } from './loggers.js';
 import { epochCheckpointName, LAST_CHECKPOINT, runDirPaths } from './run-dir.js';
-import { accumulateBatch, applyStep, firstNonFinite, type Accumulated } from './step.js';
+import { firstNonFinite, StepSequence } from './step.js';
 import { STRATEGY, type Strategy } from './strategy.js';
 
 /** Injection token of the {@link TrainerOptions}. */
@@ -161,40 +161,27 @@ export class Trainer {
         for (const c of callbacks) c.onBaseline?.(baseline);
       }
       for (const c of callbacks) c.onFitStart?.(progress);
+      const steps = new StepSequence({ module, strategy: this.strategy, optimizer, scheduler, variables });
+      const check = (reduced: Record<string, number>, gradient: { flag: number; name?: string }, stepLrs: Record<string, number>) => {
+        const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
+        if (what) throw this.stopped(progress.step + 1, progress.epoch, what, stepLrs, saved);
+      };
       while (progress.epoch < maxEpochs && progress.step < stopAt) {
         let last = Date.now();
-        let pending: Accumulated | undefined;
+        const throughput = () => {
+          const now = Date.now();
+          const value = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
+          last = now;
+          return value;
+        };
         // A step checkpoint due at the epoch's last batch waits for the epoch end (after
         // validation), so that what is logged at a checkpoint's step precedes it.
         let stepCheckpointDue = false;
-        if (progress.batchInEpoch === 0) module.onTrainEpochStart?.(progress);
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
-          if (pending === undefined) module.onTrainBatchStart?.(progress);
-          pending = accumulateBatch(module, batch, variables, pending);
-          progress.batchInEpoch++;
-          if (pending.count < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
-          lrs = scheduler.apply(progress.step);
-          const metrics = applyStep(
-            this.strategy,
-            optimizer,
-            pending,
-            variables,
-            (reduced, gradient) => {
-              const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
-              if (what) throw this.stopped(progress.step + 1, progress.epoch, what, lrs, saved);
-            },
-            () => {
-              const now = Date.now();
-              const value = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
-              last = now;
-              return value;
-            },
-            undefined,
-            module.adjustGradients && ((grads) => module.adjustGradients!(grads, progress)),
-          );
-          pending = undefined;
-          progress.step++;
-          module.onTrainBatchEnd?.(progress);
+          steps.addBatch(batch, progress);
+          if (steps.pendingBatches < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
+          const metrics = steps.finishStep(progress, { check, throughput });
+          lrs = metrics.lrs;
           losses.push(metrics.local.loss);
           const logged = this.prefixed('train', { ...metrics.reduced, ...module.stepLogs?.(), ...lrsToMetrics(lrs) });
           logged.epoch = progress.epoch;
