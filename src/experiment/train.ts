@@ -116,7 +116,7 @@ function tensorflowGpuInstalled(): boolean {
 }
 
 /** One process, or DDP over a Gloo process group when launched as a worker. */
-async function createStrategy(config: TrainConfig, worker: WorkerEnv | undefined): Promise<Strategy> {
+export async function createStrategy(config: TrainConfig, worker: WorkerEnv | undefined): Promise<Strategy> {
   if (!worker) {
     const asked = (config.gpus ?? config.devices) * config.numNodes;
     if (asked > 1) {

@@ -90,10 +90,11 @@ export class NonFiniteError extends TrainingFailure {
 }
 
 /**
- * A Lightning-style fit loop: epochs of batches, one gradient step each (loss and
- * gradients from `tf.variableGrads`, reduced by the strategy, applied by the optimizer
- * with the scheduler's lr), hooks, validation, logging and checkpoints. It knows nothing
- * about what it trains; the {@link Strategy} and {@link Logger}s are injected.
+ * A Lightning-style fit loop: epochs of batches, one optimizer step per
+ * `accumulateGradBatches` of them through the {@link StepSequence} (hooks, gradients from
+ * `tf.variableGrads`, the scheduler's lr, one sync by the strategy, the update), validation,
+ * logging and checkpoints. It knows nothing about what it trains (pre-training's `SslTask`,
+ * linear evaluation's `LinearEvalTask`, ...); the {@link Strategy} and {@link Logger}s are injected.
  *
  * Every step is checked for non-finite values before its update is applied (Lightning's
  * terminate-on-NaN): the step's metrics (loss, loss terms, ...) and a "gradient not
