@@ -1,6 +1,6 @@
 /**
  * Linear evaluation as a module of the trainer (src/eval/linear.ts), in process on separable
- * blobs: the schedule, learning, determinism, asynchronous inputs, and how W ranks split the
+ * blobs: the schedule, learning, determinism, asynchronous inputs, the non-finite stop, and how W ranks split the
  * global batches. The CLI runs (resume after SIGKILL, 2 ranks) are in linear-eval.full.test.ts.
  */
 import 'reflect-metadata';
@@ -22,7 +22,7 @@ import {
 } from '../../src/eval/linear.js';
 import { LOGGER, type Logger } from '../../src/trainer/loggers.js';
 import { SingleDeviceStrategy, STRATEGY } from '../../src/trainer/strategy.js';
-import { Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../../src/trainer/trainer.js';
+import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../../src/trainer/trainer.js';
 import { tempDir } from '../helpers/run.js';
 
 /** `n` points in `classes` well-separated Gaussian blobs in `dim` dimensions: `[n, dim]` and labels. */
@@ -159,6 +159,24 @@ describe('eval/linear', () => {
     assert.deepEqual(promised, sync);
     assert.ok(sync.validation['val/acc1'] > 0.5, `top-1 ${sync.validation['val/acc1']}`);
     tf.dispose([train.features, val.features]);
+  });
+
+  it("a non-finite loss stops the evaluation at its step, with the last update before it applied (the trainer's non-finite stop)", async () => {
+    const train = blobs(64, 4, 8, 5);
+    const poisoned = tf.tidy(() => tf.concat([tf.slice(train.features, [0, 0], [63, 8]), tf.fill([1, 8], NaN)]));
+    const { model, layer } = linearModel(8, 4);
+    const set = featureSet(poisoned, train.labels);
+    await assert.rejects(fitLinear(model, set, set, { epochs: 1, batchSize: 16, seed: 0 }), (e: unknown) => {
+      assert.ok(e instanceof NonFiniteError, String(e));
+      assert.match(e.message, /^training stopped at step \d \(epoch 1\): train\/loss is NaN/);
+      return true;
+    });
+    assert.ok(
+      Array.from(layer.weight.dataSync()).every((v) => Number.isFinite(v)),
+      'the step with the NaN was not applied',
+    );
+    tf.dispose([train.features, poisoned]);
+    layer.dispose();
   });
 
   it('W ranks split every global batch into W contiguous slices: together the batches of one process, resumable mid-epoch', async () => {
