@@ -170,9 +170,12 @@ describe('ssl-train linear through the trainer: resume after SIGKILL, 2 ranks', 
       const [s, r] = [summary(one), summary(two)];
       assert.equal(r.status, 'success');
       assert.equal(r.step, s.step);
-      for (const key of ['val/loss', 'val/acc1', 'val/acc5']) {
-        assert.ok(Math.abs((r[key] as number) - (s[key] as number)) <= 1e-5 * Math.max(1, Math.abs(s[key] as number)), `${key}: ${r[key]} vs ${s[key]}`);
-      }
+      const close = (key: string, bound: number) => assert.ok(Math.abs((r[key] as number) - (s[key] as number)) <= bound, `${key}: ${r[key]} vs ${s[key]}`);
+      close('val/loss', 1e-5 * Math.max(1, Math.abs(s['val/loss'] as number)));
+      // A test image within round-off of a decision boundary may change sides: one image at most.
+      const valSize = json(readFileSync(join(one, 'config.json'), 'utf8')).valSize as number;
+      close('val/acc1', 1 / valSize + 1e-9);
+      close('val/acc5', 1 / valSize + 1e-9);
       assert.equal(ranks.epochs, single.epochs);
       // The training loss of every step (averaged over the ranks) and the trained weights.
       const losses = (runDir: string) => metrics(runDir).flatMap((row) => (row['train/loss'] === undefined ? [] : [row['train/loss']]));
