@@ -72,7 +72,9 @@ describe('distributed flags', function () {
     const runDir = join(tempDir(), 'run');
     await assert.rejects(
       runTraining(buildConfig({ ...SMOKE, strategy: 'single', runDir }), { container: twoRankScope(), callbacks: [] }),
-      (e: Error) => e instanceof UserError && /^--strategy: "single" is not allowed; expected a strategy over all 2 ranks, e\.g\. ddp or auto \(single runs on 1\)$/.test(e.message),
+      (e: Error) =>
+        e instanceof UserError &&
+        /^--strategy: "single" is not allowed; expected a strategy over all 2 ranks, e\.g\. ddp or auto \(single runs on 1\)$/.test(e.message),
     );
     assert.ok(!existsSync(runDir));
   });
@@ -81,7 +83,10 @@ describe('distributed flags', function () {
     const { status, stderr } = runCli([...SMOKE_FLAGS, '--devices', '2', '--strategy', 'single'], 30_000);
     assert.equal(status, 2, stderr);
     assert.equal(stderr.trim().split('\n').length, 1, stderr);
-    assert.match(stderr, /^ssl-train: error: --strategy: "single" is not allowed; expected a strategy over all 2 ranks, e\.g\. ddp or auto \(single runs on 1\)$/m);
+    assert.match(
+      stderr,
+      /^ssl-train: error: --strategy: "single" is not allowed; expected a strategy over all 2 ranks, e\.g\. ddp or auto \(single runs on 1\)$/m,
+    );
   });
 
   it('verify --gpus 1 without a GPU backend: the same one-line error, exit 2', () => {

@@ -85,11 +85,15 @@ describe('strategies, loggers and callbacks come from the container', function (
     assert.ok(resolveStrategy(scope, 'single') instanceof SingleDeviceStrategy);
     assert.throws(
       () => resolveStrategy(container, 'counting'),
-      (e: Error) => e instanceof UserError && /^--strategy: "counting" is not allowed; expected one of auto, single, ddp\b.* \(the registered strategies\)$/.test(e.message),
+      (e: Error) =>
+        e instanceof UserError &&
+        /^--strategy: "counting" is not allowed; expected one of auto, single, ddp\b.* \(the registered strategies\)$/.test(e.message),
     );
     assert.throws(
       () => resolveStrategy(scope, 'fsdp'),
-      (e: Error) => e instanceof UserError && /^--strategy: "fsdp" is not allowed; expected one of auto, single, ddp, .*counting.* \(the registered strategies\)$/.test(e.message),
+      (e: Error) =>
+        e instanceof UserError &&
+        /^--strategy: "fsdp" is not allowed; expected one of auto, single, ddp, .*counting.* \(the registered strategies\)$/.test(e.message),
     );
   });
 
