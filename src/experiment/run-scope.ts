@@ -55,6 +55,21 @@ export function registerSelectedStrategy(scope: DependencyContainer, config: Tra
 }
 
 /**
+ * The check {@link registerSelectedStrategy} makes on every rank, made once by the process
+ * that is about to launch `worldSize` ranks: the strategy is resolved from a child of
+ * `parent` over a stand-in group of that size (which refuses collectives), then dropped.
+ */
+export function preflightStrategy(parent: DependencyContainer, config: TrainConfig, worldSize: number): void {
+  const refuse = (): never => {
+    throw new Error('the strategy preflight makes no collective');
+  };
+  const standIn: ProcessGroup = { rank: 0, worldSize, allReduce: refuse, allGather: refuse, reduceScatter: refuse, broadcast: refuse, barrier: refuse, close: () => {} };
+  const scope = parent.createChildContainer();
+  scope.registerInstance(PROCESS_GROUP, standIn);
+  registerSelectedStrategy(scope, config, standIn);
+}
+
+/**
  * Registers `before`, then what `scope`'s ancestors registered under `token`, then `after`,
  * in `scope` (a registration there would otherwise hide the ancestors' ones). The ancestors'
  * classes and factories are constructed now, from `scope`.

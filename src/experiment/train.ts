@@ -22,7 +22,7 @@ import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
 import type { TrainConfig } from './config.js';
-import { registerAround, registerLoggers, registerProcessGroup, registerSelectedStrategy } from './run-scope.js';
+import { preflightStrategy, registerAround, registerLoggers, registerProcessGroup, registerSelectedStrategy } from './run-scope.js';
 import { checkFolderFlags, prepareExperiment, prepareFolderExperiment, warnSkippedFile, type Experiment } from './experiment.js';
 import { loadPretrainedBackbone, resolvePretrained } from './pretrained.js';
 
@@ -95,13 +95,13 @@ export function checkDropLast(config: TrainConfig, worldSize: number): void {
 
 /**
  * Checks, before any worker is spawned, what would otherwise fail on every rank: a GPU
- * request without a GPU backend, a batch that does not split evenly or `--drop-last false`
- * (when the command splits one), a missing Gloo addon.
+ * request without a GPU backend, a strategy that does not span the ranks, a batch that does
+ * not split evenly or `--drop-last false` (when the command splits one), a missing Gloo addon.
  */
 export function preflightDistributed(config: TrainConfig, nprocs: number, splitsBatch = true): void {
   const worldSize = nprocs * config.numNodes;
   checkGpuBackend(config);
-  if (config.strategy === 'single') throw invalidValue('--strategy', 'single', `a strategy over all ${worldSize} ranks, e.g. ddp or auto (single runs on 1)`);
+  preflightStrategy(rootContainer, config, worldSize);
   if (splitsBatch && config.batchSize % worldSize !== 0) {
     throw invalidValue('--batch-size', config.batchSize, `a multiple of the world size ${worldSize} (each rank gets batch-size / world size)`);
   }

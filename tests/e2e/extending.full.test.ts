@@ -35,4 +35,11 @@ describe('examples/inject.js: a user strategy, logger and callback registered by
     assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
     assert.match(r.stderr, /^ssl-train: error: --strategy: "fsdp" is not allowed; expected one of auto, single, ddp, counting \(the registered strategies\)$/m);
   });
+
+  it('--devices 2 --strategy counting (one process per strategy instance): refused once, before any worker starts, exit 2', () => {
+    const r = run([...SMOKE_FLAGS, '--strategy', 'counting', '--devices', '2']);
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+    assert.match(r.stderr, /^ssl-train: error: --strategy: "counting" is not allowed; expected a strategy over all 2 ranks, e\.g\. ddp or auto \(counting runs on 1\)$/m);
+  });
 });
