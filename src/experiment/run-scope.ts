@@ -63,7 +63,16 @@ export function preflightStrategy(parent: DependencyContainer, config: TrainConf
   const refuse = (): never => {
     throw new Error('the strategy preflight makes no collective');
   };
-  const standIn: ProcessGroup = { rank: 0, worldSize, allReduce: refuse, allGather: refuse, reduceScatter: refuse, broadcast: refuse, barrier: refuse, close: () => {} };
+  const standIn: ProcessGroup = {
+    rank: 0,
+    worldSize,
+    allReduce: refuse,
+    allGather: refuse,
+    reduceScatter: refuse,
+    broadcast: refuse,
+    barrier: refuse,
+    close: () => {},
+  };
   const scope = parent.createChildContainer();
   scope.registerInstance(PROCESS_GROUP, standIn);
   registerSelectedStrategy(scope, config, standIn);

@@ -40,6 +40,9 @@ describe('examples/inject.js: a user strategy, logger and callback registered by
     const r = run([...SMOKE_FLAGS, '--strategy', 'counting', '--devices', '2']);
     assert.equal(r.status, 2, r.stderr);
     assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
-    assert.match(r.stderr, /^ssl-train: error: --strategy: "counting" is not allowed; expected a strategy over all 2 ranks, e\.g\. ddp or auto \(counting runs on 1\)$/m);
+    assert.match(
+      r.stderr,
+      /^ssl-train: error: --strategy: "counting" is not allowed; expected a strategy over all 2 ranks, e\.g\. ddp or auto \(counting runs on 1\)$/m,
+    );
   });
 });
