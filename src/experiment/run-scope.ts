@@ -14,12 +14,44 @@ import { LOGGER, RunDirLogger, type Logger } from '../trainer/loggers.js';
 import { PROCESS_GROUP, resolveStrategy, STRATEGY, type Strategy } from '../trainer/strategy.js';
 import type { TrainConfig } from './config.js';
 
+/** A run's strategy, registered in its container as STRATEGY, and the job's group (PROCESS_GROUP). */
+export interface RunStrategy {
+  /** The strategy's registered name (`auto` resolved). */
+  name: string;
+  strategy: Strategy;
+  group: ProcessGroup;
+  /** Tears the strategy down, then closes the group if the run created it. */
+  close(): void;
+}
+
+/**
+ * Registers the job's process group and the strategy `config.strategy` names in `scope`
+ * (see {@link registerProcessGroup} and {@link registerSelectedStrategy}).
+ */
+export async function registerRunStrategy(scope: DependencyContainer, config: TrainConfig, worker: WorkerEnv | undefined): Promise<RunStrategy> {
+  const { group, owned } = await registerProcessGroup(scope, config, worker);
+  const closeGroup = () => {
+    if (owned) group.close();
+  };
+  try {
+    const { name, strategy } = registerSelectedStrategy(scope, config, group);
+    const close = () => {
+      strategy.teardown();
+      closeGroup();
+    };
+    return { name, strategy, group, close };
+  } catch (e) {
+    closeGroup();
+    throw e;
+  }
+}
+
 /**
  * The job's process group, registered in `scope` as PROCESS_GROUP: the caller's registration
  * if there is one; else the group this worker joins (Gloo; `owned`: the run closes it), else
  * one rank on its own. Without a worker environment, more than one rank is a user error.
  */
-export async function registerProcessGroup(
+async function registerProcessGroup(
   scope: DependencyContainer,
   config: TrainConfig,
   worker: WorkerEnv | undefined,
@@ -41,7 +73,7 @@ export async function registerProcessGroup(
  * else `single`) from `scope`, with the config's DDP_OPTIONS registered there, and registers
  * it as STRATEGY. A user error unless it runs over every rank of `group`.
  */
-export function registerSelectedStrategy(scope: DependencyContainer, config: TrainConfig, group: ProcessGroup): { name: string; strategy: Strategy } {
+function registerSelectedStrategy(scope: DependencyContainer, config: TrainConfig, group: ProcessGroup): { name: string; strategy: Strategy } {
   const ddpOptions: DdpOptions = { bucketCapMb: config.bucketCapMb, syncBatchNorm: config.syncBatchnorm };
   scope.registerInstance(DDP_OPTIONS, ddpOptions);
   const name = config.strategy === 'auto' ? (group.worldSize > 1 ? 'ddp' : 'single') : config.strategy;

@@ -22,7 +22,7 @@ import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
 import type { TrainConfig } from './config.js';
-import { preflightStrategy, registerAround, registerLoggers, registerProcessGroup, registerSelectedStrategy } from './run-scope.js';
+import { preflightStrategy, registerAround, registerLoggers, registerRunStrategy } from './run-scope.js';
 import { checkFolderFlags, prepareExperiment, prepareFolderExperiment, warnSkippedFile, type Experiment } from './experiment.js';
 import { loadPretrainedBackbone, resolvePretrained } from './pretrained.js';
 
@@ -197,16 +197,15 @@ export function localBatchSize(config: TrainConfig, worldSize: number, trainSize
 export async function runTraining(config: TrainConfig, options: RunOptions = {}): Promise<TrainingRun> {
   checkGpuBackend(config);
   const scope = (options.container ?? rootContainer).createChildContainer();
-  checkStrategyName(config.strategy, scope);
+  checkStrategyName(config.strategy, scope); // before the data is loaded
   const engine = await initEngine(config.backend);
   checkFolderFlags(config);
   checkMethodLabels(config);
   const experiment: Experiment = config.dataset === 'folder' ? await prepareFolderExperiment(config, warnSkippedFile) : prepareExperiment(config);
   const { train, optim } = experiment;
-  const { group, owned } = await registerProcessGroup(scope, config, options.worker);
-  const selected = registerSelectedStrategy(scope, config, group);
+  const selected = await registerRunStrategy(scope, config, options.worker);
   const strategy = selected.strategy;
-  const worldSize = group.worldSize;
+  const worldSize = selected.group.worldSize;
   if (!experiment.test && config.valEvery > 0 && strategy.isGlobalZero) {
     process.stderr.write('ssl-train: note: --dataset folder --unlabelled has no labels: kNN and linear validation are off\n');
   }
@@ -270,7 +269,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
   // Whether the W&B run is continued is decided when the trainer knows where training
   // starts (WandbLogger.beginAt: a checkpoint's step, or 0 for a fresh start).
-  const { wandbProject: project, wandbEntity: entity, wandbName: name, wandbGroup: wandbGroup, wandbMode: mode } = config;
+  const { wandbProject: project, wandbEntity: entity, wandbName: name, wandbGroup, wandbMode: mode } = config;
   const wandb = config.logger === 'wandb' || project !== undefined;
   registerLoggers(scope, runDir, wandb ? { runDir, project, entity, name, group: wandbGroup, tags: parseTags(config.wandbTags), mode } : undefined);
   registerAround<Callback>(scope, CALLBACK, options.callbacks ?? [new ProgressBar(config.epochs)]);
@@ -283,8 +282,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     throw e;
   } finally {
     method.dispose();
-    strategy.teardown();
-    if (owned) group.close();
+    selected.close();
     // Every rank stops at a non-finite step with the same message. The other ranks let
     // rank 0 exit first, so that a launcher reports rank 0's line (ours then stops them)
     // rather than the same line once more from another rank.
