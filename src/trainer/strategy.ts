@@ -115,23 +115,30 @@ export function registerStrategy(name: string, strategy: StrategyClass | Factory
   else target.register(strategyToken(name), strategy);
 }
 
-/** The strategy names registered in `scope` and its ancestors, in registration order. */
+/**
+ * The strategy names registered in `scope` and its ancestors, in registration order (a name
+ * an ancestor registers after `scope` registered its own is selectable but not listed).
+ */
 export function strategyNames(scope: DependencyContainer): string[] {
   return scope.isRegistered(STRATEGY_NAME, true) ? [...new Set(scope.resolveAll<string>(STRATEGY_NAME))] : [];
 }
 
-/**
- * A user error unless `name` is `auto` or a strategy registered in `scope`: one line that
- * lists the registered names.
- */
-export function checkStrategyName(name: string, scope: DependencyContainer): void {
-  if (name === 'auto' || scope.isRegistered(strategyToken(name), true)) return;
-  throw invalidValue('--strategy', name, `one of auto, ${strategyNames(scope).join(', ')} (the registered strategies)`);
+/** The one-line user error for a name that no strategy is registered under: it lists the registered names (and `auto` where it is allowed). */
+function unknownStrategy(name: string, scope: DependencyContainer, auto: boolean): Error {
+  return invalidValue('--strategy', name, `one of ${[...(auto ? ['auto'] : []), ...strategyNames(scope)].join(', ')} (the registered strategies)`);
 }
 
-/** The strategy registered as `name`, constructed from `scope` (see {@link checkStrategyName} for an unknown name). */
+/** A user error unless `name` (a `--strategy` value) is `auto` or a strategy registered in `scope`. */
+export function checkStrategyName(name: string, scope: DependencyContainer): void {
+  if (name !== 'auto' && !scope.isRegistered(strategyToken(name), true)) throw unknownStrategy(name, scope, true);
+}
+
+/**
+ * The strategy registered as `name`, constructed from `scope`; a user error for an unknown
+ * name (`auto` included: the run picks what it stands for).
+ */
 export function resolveStrategy(scope: DependencyContainer, name: string): Strategy {
-  checkStrategyName(name, scope);
+  if (!scope.isRegistered(strategyToken(name), true)) throw unknownStrategy(name, scope, false);
   return scope.resolve(strategyToken(name));
 }
 

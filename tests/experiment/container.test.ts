@@ -11,7 +11,16 @@ import { runTraining } from '../../src/experiment/train.js';
 import { CALLBACK, type Callback } from '../../src/trainer/callbacks.js';
 import type { Progress } from '../../src/trainer/interfaces.js';
 import { LOGGER, type Logger } from '../../src/trainer/loggers.js';
-import { PROCESS_GROUP, registerStrategy, resolveStrategy, SingleDeviceStrategy, STRATEGY, strategyNames, type Strategy } from '../../src/trainer/strategy.js';
+import {
+  checkStrategyName,
+  PROCESS_GROUP,
+  registerStrategy,
+  resolveStrategy,
+  SingleDeviceStrategy,
+  STRATEGY,
+  strategyNames,
+  type Strategy,
+} from '../../src/trainer/strategy.js';
 import { tempDir } from '../helpers/run.js';
 
 /** What the user classes below saw; registered as a value, injected into each of them. */
@@ -83,18 +92,18 @@ describe('strategies, loggers and callbacks come from the container', function (
     assert.ok(!strategyNames(container).includes('counting'));
     assert.ok(resolveStrategy(scope, 'counting') instanceof CountingStrategy);
     assert.ok(resolveStrategy(scope, 'single') instanceof SingleDeviceStrategy);
+    const userError = (pattern: RegExp) => (e: Error) => e instanceof UserError && pattern.test(e.message);
     assert.throws(
       () => resolveStrategy(container, 'counting'),
-      (e: Error) =>
-        e instanceof UserError &&
-        /^--strategy: "counting" is not allowed; expected one of auto, single, ddp\b.* \(the registered strategies\)$/.test(e.message),
+      userError(/^--strategy: "counting" is not allowed; expected one of single, ddp\b.* \(the registered strategies\)$/),
     );
+    assert.throws(() => resolveStrategy(scope, 'auto'), userError(/^--strategy: "auto" is not allowed/), "auto is the run's to resolve");
     assert.throws(
-      () => resolveStrategy(scope, 'fsdp'),
-      (e: Error) =>
-        e instanceof UserError &&
-        /^--strategy: "fsdp" is not allowed; expected one of auto, single, ddp, .*counting.* \(the registered strategies\)$/.test(e.message),
+      () => checkStrategyName('fsdp', scope),
+      userError(/^--strategy: "fsdp" is not allowed; expected one of auto, single, ddp, .*counting.* \(the registered strategies\)$/),
     );
+    checkStrategyName('auto', scope);
+    checkStrategyName('counting', scope);
   });
 
   it('ddp is injected the PROCESS_GROUP and DDP_OPTIONS registered in the container it is resolved from', () => {
