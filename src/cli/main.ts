@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
+import { container } from 'tsyringe';
 import { TrainingFailure, UserError } from '../core/errors.js';
 import { describeMethods } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { checkRendezvousFlag } from '../distributed/gloo.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
 import { checkGpuBackend, preflightDistributed, runTraining } from '../experiment/train.js';
+import { checkStrategyName } from '../trainer/strategy.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
@@ -199,6 +201,7 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
   roundDefaultBatchSize(config, command.getOptionValueSource('batchSize') !== 'default' || 'batchSize' in fromFile);
   // Whatever the number of devices: a flag that cannot work is an error, not ignored.
   if (config.rendezvous !== undefined) checkRendezvousFlag(config.rendezvous);
+  checkStrategyName(config.strategy, container);
   checkGpuBackend(config);
   return config;
 }
