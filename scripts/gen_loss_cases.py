@@ -14,9 +14,10 @@ with python3-torch):
     /usr/bin/python3 scripts/gen_loss_cases.py --out my-cases.json --only simclr swav-queue
     /usr/bin/python3 scripts/gen_loss_cases.py --check tests/fixtures/losses/cases.json
 
-`--check FILE...` recomputes every case of existing files from their inputs, state and
-hyper-parameters and fails when anything differs by more than 1e-10 (relative): it proves
-that this script and the file's author follow the same conventions.
+`--check FILE...` recomputes every case of existing files (this format, or the first one,
+`ssl-loss-oracle/1`) from their inputs, state and hyper-parameters and fails when anything
+differs by more than 1e-10 (relative): it proves that this script and the file's author follow
+the same conventions.
 
 Every loss is written the way solo-learn / lightly / the papers write it, with plain PyTorch
 building blocks (F.normalize, F.cross_entropy, F.batch_norm, torch.linalg.cholesky, autograd),
@@ -506,7 +507,7 @@ def compute(case):
     for k, g in zip(float_state, g_one[len(float_inputs):]):
         assert not g.any(), (case["name"], k, "state must get no gradient")
     per_rank = {}
-    for w in WORLD_SIZES:
+    for w in (w for w in WORLD_SIZES if case["N"] % w == 0):
         ranks = [fn(t, h, r, w) for r in range(w)]
         check_rank_split(case, w, loss, g_one, ranks, xs, outputs, state_after)
         per_rank[str(w)] = [float(x[0]) for x in ranks]
@@ -720,6 +721,8 @@ def rel(a, b):
 
 def worst_difference(case):
     mine, ref = compute(case), case["expected"]
+    mine["per_rank"]["1"] = [mine["loss"]]
+    mine["per_rank"] = {w: v for w, v in mine["per_rank"].items() if w in ref.get("per_rank", {})}
     worst = abs(mine["loss"] - ref["loss"]) / max(abs(ref["loss"]), 1e-300)
     for block in ("grad", "per_rank", "outputs", "state_after", "terms"):
         if sorted(mine.get(block, {})) != sorted(ref.get(block, {})):
@@ -733,9 +736,37 @@ def worst_difference(case):
     return worst
 
 
+V1_HYPER = {
+    "simclr": {"temperature": "temperature"},
+    "barlow": {"lambd": "lambd", "scale": "scale", "eps": "bt_eps"},
+    "byol": {},
+    "vicreg": {"simWeight": "sim_w", "varWeight": "var_w", "covWeight": "cov_w", "gamma": "gamma", "eps": "vic_eps"},
+}
+
+
+def upgrade_v1(data):
+    """The cases of an `ssl-loss-oracle/1` file (one [N][D] batch; SimCLR, Barlow Twins, BYOL, VICReg) in this format."""
+    n = data["N"]
+    per_rank = data.get("distributed", {}).get("per_rank_loss", {})
+    w = data.get("distributed", {}).get("world_size")
+    cases = []
+    for name, ref in data["losses"].items():
+        if name not in V1_HYPER:
+            continue
+        inputs = {k: {"shape": [n, data["D"]], "dtype": "float32", "batch_axis": 0, "data": sum(data["inputs"][k], [])} for k in ref["grad"]}
+        expected = {"loss": ref["loss"], "grad": {k: sum(g, []) for k, g in ref["grad"].items()}, "per_rank": {str(w): per_rank[name]} if name in per_rank else {}}
+        if "terms" in ref:
+            expected["terms"] = ref["terms"]
+        hyper = {now: data["hyper"][then] for now, then in V1_HYPER[name].items()}
+        cases.append({"name": name, "loss": name, "N": n, "hyper": hyper, "inputs": inputs, "expected": expected})
+    return {"format": FORMAT, "cases": cases}
+
+
 def check(path):
     with open(path) as f:
         data = json.load(f)
+    if data.get("format") == "ssl-loss-oracle/1":
+        data = upgrade_v1(data)
     if data.get("format") != FORMAT:
         sys.exit(f"{path}: format {data.get('format')!r}, expected {FORMAT!r}")
     failed = False
@@ -744,7 +775,7 @@ def check(path):
             print(f"{path}: {case['name']}: loss {case['loss']!r} unknown to this script, skipped")
             continue
         worst = worst_difference(case)
-        print(f"{path}: {case['name']}: largest relative difference {worst:.3g}")
+        print(f"{os.path.relpath(path)}: {case['name']}: largest relative difference {worst:.3g}")
         failed = failed or not worst < 1e-10
     if failed:
         sys.exit(f"{path}: does not match this script's conventions")

@@ -11,7 +11,18 @@ export {
   type LossCaseExpected,
   type LossCaseFile,
 } from './loss-case-format.js';
-export { CASE_LOSS_NAMES, caseLossSpec, caseProblem, numberedTensors, swavAssignments, type CaseLossName, type CaseLossFn, type CaseLossSpec, type CaseLossValue, type CaseTensors } from './loss-case-specs.js';
+export {
+  CASE_LOSS_NAMES,
+  caseLossSpec,
+  caseProblem,
+  numberedTensors,
+  swavAssignments,
+  type CaseLossName,
+  type CaseLossFn,
+  type CaseLossSpec,
+  type CaseLossValue,
+  type CaseTensors,
+} from './loss-case-specs.js';
 export {
   evaluateLossCase,
   caseErrors,

@@ -130,7 +130,8 @@ function readCase(r: CaseReader, v: Json, field: string): LossCase {
     if (input.dtype !== 'float32') r.fail(`${at}.expected.grad.${k}`, 'an int32 input has no gradient');
     grad[k] = r.numbers(g, `${at}.expected.grad.${k}`, input.data.length, `[${input.shape.join(', ')}] like the input`);
   }
-  for (const [k, t] of Object.entries(inputs)) if (t.dtype === 'float32' && !(k in grad)) r.fail(`${at}.expected.grad.${k}`, 'missing (every float32 input needs one)');
+  for (const [k, t] of Object.entries(inputs))
+    if (t.dtype === 'float32' && !(k in grad)) r.fail(`${at}.expected.grad.${k}`, 'missing (every float32 input needs one)');
   const perRank: Record<number, number[]> = {};
   if (e.per_rank !== undefined) {
     for (const [k, p] of Object.entries(r.object(e.per_rank, `${at}.expected.per_rank`))) {
@@ -145,7 +146,8 @@ function readCase(r: CaseReader, v: Json, field: string): LossCase {
   for (const [k, t] of Object.entries(stateAfter)) {
     const before = state[k];
     if (!before) r.fail(`${at}.expected.state_after.${k}`, `no state named ${JSON.stringify(k)}`);
-    if (before.shape.join() !== t.shape.join()) r.fail(`${at}.expected.state_after.${k}.shape`, `expected [${before.shape.join(', ')}] as the state before, got [${t.shape.join(', ')}]`);
+    if (before.shape.join() !== t.shape.join())
+      r.fail(`${at}.expected.state_after.${k}.shape`, `expected [${before.shape.join(', ')}] as the state before, got [${t.shape.join(', ')}]`);
   }
   let terms: Record<string, number> | undefined;
   if (e.terms !== undefined) {
@@ -166,7 +168,10 @@ export function parseLossCaseFile(json: unknown, source = '<case>'): LossCaseFil
   const format = r.string(root.format, 'format');
   if (format === LEGACY_LOSS_CASE_FORMAT) return { source, format, cases: parseLegacyLossCase(root, r) };
   if (format !== LOSS_CASE_FORMAT) {
-    r.fail('format', `${JSON.stringify(format)} is not supported; expected ${JSON.stringify(LOSS_CASE_FORMAT)} (or ${JSON.stringify(LEGACY_LOSS_CASE_FORMAT)})`);
+    r.fail(
+      'format',
+      `${JSON.stringify(format)} is not supported; expected ${JSON.stringify(LOSS_CASE_FORMAT)} (or ${JSON.stringify(LEGACY_LOSS_CASE_FORMAT)})`,
+    );
   }
   const list = root.cases;
   if (!Array.isArray(list)) r.fail('cases', `expected an array of cases, got ${r.describe(list)}`);

@@ -97,7 +97,11 @@ const SPECS = {
     hyper: ['temperature'],
     run: (c, x, g) => mocoLoss(x.query as T2, x.key as T2, x.queue as T2, { temperature: h(c, 'temperature') }, g),
   },
-  mocov3: { inputs: ['query', 'key'], hyper: ['temperature'], run: (c, x, g) => mocov3Loss(x.query as T2, x.key as T2, { temperature: h(c, 'temperature') }, g) },
+  mocov3: {
+    inputs: ['query', 'key'],
+    hyper: ['temperature'],
+    run: (c, x, g) => mocov3Loss(x.query as T2, x.key as T2, { temperature: h(c, 'temperature') }, g),
+  },
   simsiam: { inputs: ['p', 'z'], hyper: [], run: (_c, x, g) => negativeCosineLoss(x.p as T2, x.z as T2, g) },
   nnclr: {
     inputs: ['neighbours', 'predictions'],
@@ -119,7 +123,8 @@ const SPECS = {
   dcl: {
     inputs: ['z1', 'z2'],
     hyper: ['temperature'],
-    run: (c, x, g) => dclLoss(x.z1 as T2, x.z2 as T2, { temperature: h(c, 'temperature'), ...(c.hyper.sigma === undefined ? {} : { sigma: c.hyper.sigma }) }, g),
+    run: (c, x, g) =>
+      dclLoss(x.z1 as T2, x.z2 as T2, { temperature: h(c, 'temperature'), ...(c.hyper.sigma === undefined ? {} : { sigma: c.hyper.sigma }) }, g),
   },
   swav: {
     inputs: ['pred#'],
@@ -137,7 +142,11 @@ const SPECS = {
     state: ['centre'],
     hyper: ['studentTemperature', 'teacherTemperature', 'centreMomentum'],
     run: (c, x, g) => {
-      const options = { studentTemperature: h(c, 'studentTemperature'), teacherTemperature: h(c, 'teacherTemperature'), centreMomentum: h(c, 'centreMomentum') };
+      const options = {
+        studentTemperature: h(c, 'studentTemperature'),
+        teacherTemperature: h(c, 'teacherTemperature'),
+        centreMomentum: h(c, 'centreMomentum'),
+      };
       const { loss, centre } = dinoLoss(numberedTensors(x, 'student'), numberedTensors(x, 'teacher'), x.centre as tf.Tensor1D, options, g);
       return { loss, stateAfter: { centre } };
     },

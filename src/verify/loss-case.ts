@@ -58,10 +58,16 @@ export function evaluateLossCase(c: LossCase, rank: number, worldSize: number, g
       tf.dispose([...Object.values(out.outputs ?? {}), ...Object.values(out.stateAfter ?? {})]);
       return out.loss;
     };
-    const { value, grads } = tf.valueAndGrads(f)(names.map((k) => x[k]!));
+    // An input the loss does not use at all (DINO's student crop of a lone teacher) has no
+    // gradient: allowed, and exactly zero.
+    const xs = names.map((k) => x[k]!);
+    const { value, grads } = tf.engine().gradients(() => f(...xs), xs, undefined, true);
     result.value = value.dataSync()[0]!;
-    names.forEach((k, i) => ((i < inputNames.length ? result.grads : result.stateGrads)[k] = Array.from(grads[i]!.dataSync())));
-    tf.dispose([value, ...grads]);
+    names.forEach((k, i) => {
+      const g = grads[i];
+      (i < inputNames.length ? result.grads : result.stateGrads)[k] = g ? Array.from(g.dataSync()) : new Array<number>(xs[i]!.size).fill(0);
+    });
+    tf.dispose([value, ...grads.filter((g): g is Tensor => g !== undefined && g !== null)]);
     return result;
   } finally {
     tf.dispose(Object.values(x));
@@ -125,7 +131,12 @@ function slice(data: number[], t: Pick<CaseTensor, 'shape' | 'batchAxis'>, rank:
  * input or state entry]`, each a max over the given ranks. `replicatedMean` holds, for every
  * float32 input without batch axis, the mean over all W ranks of their gradients.
  */
-function errorVector(c: LossCase, worldSize: number, results: Map<number, RankResult>, replicatedMean: Record<string, number[]>): { vector: number[]; flagNames: string[] } {
+function errorVector(
+  c: LossCase,
+  worldSize: number,
+  results: Map<number, RankResult>,
+  replicatedMean: Record<string, number[]>,
+): { vector: number[]; flagNames: string[] } {
   let rankLoss = 0;
   let grad = 0;
   let outputs = 0;
@@ -268,7 +279,13 @@ export function checkLossCases(file: LossCaseFile, options: CheckLossCaseOptions
   const results = cases.map((c): LossCheckResult => {
     const base = { name: c.name, loss: c.loss, N: c.N, passed: false };
     if (!caseLossSpec(c.loss)) return { ...base, status: 'skipped', reason: `ssl-zoo has no loss ${JSON.stringify(c.loss)}` };
-    const res = evaluateLossCase(c, rank, W, group);
+    let res: RankResult;
+    try {
+      res = evaluateLossCase(c, rank, W, group);
+    } catch (err) {
+      if (err instanceof UserError) throw err;
+      throw new UserError(`loss case ${c.source}: case ${c.name}: the ${c.loss} loss cannot run on its inputs: ${(err as Error).message}`);
+    }
     const rankValues = !group || W === 1 ? [res.value] : Array.from(group.allGather(Float32Array.of(res.value)));
     const replicatedMean: Record<string, number[]> = {};
     for (const [k, t] of Object.entries(c.inputs)) {

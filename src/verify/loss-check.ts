@@ -52,7 +52,9 @@ function agreeOnCases(casePath: string, file: LossCaseFile | undefined, failure:
   if (failure !== undefined) throw failure;
   if (status[0]! > 0) throw new UserError(`loss case ${casePath}: another process could not read or validate it (see its message)`);
   if (status[1] !== -status[3]! || status[2] !== -status[4]!) {
-    throw new UserError(`loss case ${casePath}: the processes read different cases (between ${-status[3]!} and ${status[1]} cases); every process must see the same file`);
+    throw new UserError(
+      `loss case ${casePath}: the processes read different cases (between ${-status[3]!} and ${status[1]} cases); every process must see the same file`,
+    );
   }
 }
 
@@ -71,9 +73,8 @@ function fmt(x: number | undefined): string {
  */
 export function formatLossCaseReport(report: LossCaseReport): string {
   const W = report.worldSize;
-  const lines = [
-    `loss cases ${report.source}: W = ${W} process${W === 1 ? '' : 'es'}, rank r holds slice r of N/${W} rows of every batch input, tolerance ${report.tolerance}`,
-  ];
+  const split = W === 1 ? 'W = 1 process (the whole batch)' : `W = ${W} processes, rank r holds slice r of N/${W} rows of every batch input`;
+  const lines = [`loss cases ${report.source}: ${split}, tolerance ${report.tolerance}`];
   const width = Math.max(...report.results.map((r) => r.name.length), 6);
   for (const r of report.results) {
     const head = `  ${r.name.padEnd(width)}  ${r.status.padEnd(7)}`;
@@ -83,7 +84,8 @@ export function formatLossCaseReport(report: LossCaseReport): string {
       continue;
     }
     const parts = [`loss ${r.value?.toPrecision(7)} vs ${r.expected?.toPrecision(7)} (error ${fmt(e.loss)})`, `gradient error ${fmt(e.grad)}`];
-    parts.push(e.rankLoss === undefined ? `per-rank losses not compared (none recorded for W = ${W})` : `per-rank loss error ${fmt(e.rankLoss)}`);
+    if (e.rankLoss !== undefined) parts.push(`per-rank loss error ${fmt(e.rankLoss)}`);
+    else if (W > 1) parts.push(`per-rank losses not compared (none recorded for W = ${W})`);
     if (e.outputs !== undefined) parts.push(`outputs error ${fmt(e.outputs)}`);
     if (e.stateAfter !== undefined) parts.push(`state-after error ${fmt(e.stateAfter)}`);
     if (e.detached.length > 0) parts.push(`gradient where there must be none: ${e.detached.join(', ')}`);

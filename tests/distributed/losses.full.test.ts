@@ -109,7 +109,14 @@ function thetaCheck(c: LossCase, results: VariantResult[], ref: VariantResult): 
   ref.grads.forEach((full, i) => {
     const rowLen = full.length / W;
     results.forEach((res, r) => {
-      e.grad = Math.max(e.grad, errorOf(res.grads[i]!.map((g) => g / W), full.slice(r * rowLen, (r + 1) * rowLen), maxAbs(full)));
+      e.grad = Math.max(
+        e.grad,
+        errorOf(
+          res.grads[i]!.map((g) => g / W),
+          full.slice(r * rowLen, (r + 1) * rowLen),
+          maxAbs(full),
+        ),
+      );
     });
   });
   const perRank = c.expected.perRank[W]!;
@@ -133,11 +140,21 @@ describe('distributed/losses: every loss of the zoo with W real processes equals
   for (const W of [2, 3, 4]) {
     describe(`W = ${W}`, () => {
       let outcomes: LossCasesWorkerResult[] = [];
+      // W-MSE's per-rank whitening needs more rows per rank than D = 6: not at W = 4 (B = 6).
+      const controls = Object.keys(CASE_CONTROLS).filter((v) => !(v === 'wmse-local-whitening' && W === 4));
 
       before(async () => {
         const dir = freshDir(`loss-cases-w${W}`);
         try {
-          const spec = { dir, worldSize: W, rendezvous: pathToFileURL(join(dir, 'store')).href, timeoutMs: 60_000, casesFile: CASES_FILE, verify: [CASES_FILE, EXAMPLE_CASE] };
+          const spec = {
+            dir,
+            worldSize: W,
+            rendezvous: pathToFileURL(join(dir, 'store')).href,
+            timeoutMs: 60_000,
+            casesFile: CASES_FILE,
+            controls,
+            verify: [CASES_FILE, EXAMPLE_CASE],
+          };
           const raw = await runRanks('loss-cases', spec, 240_000);
           expectAllOk(raw);
           outcomes = raw.map((o) => o.result as LossCasesWorkerResult);
@@ -179,7 +196,12 @@ describe('distributed/losses: every loss of the zoo with W real processes equals
       });
 
       it('negative controls: a wrong positive offset, a local-slice gather backward and solo-learn’s Barlow Twins are caught', () => {
-        const control = (v: Variant) => thetaCheck(byName(VARIANT_CASE[v]), outcomes.map((o) => o.theta[v]!), evaluateVariant(VARIANT_CASE[v], byName(VARIANT_CASE[v]), 0, 1, undefined));
+        const control = (v: Variant) =>
+          thetaCheck(
+            byName(VARIANT_CASE[v]),
+            outcomes.map((o) => o.theta[v]!),
+            evaluateVariant(VARIANT_CASE[v], byName(VARIANT_CASE[v]), 0, 1, undefined),
+          );
         const offset = control('simclr-local-offset');
         assert.ok(offset.rankLoss > 1e-2 && Math.max(offset.grad, offset.theta, offset.meanLoss) > 1e-2, `wrong offset not caught: ${JSON.stringify(offset)}`);
         const slice = control('simclr-local-slice-gather');
@@ -192,9 +214,9 @@ describe('distributed/losses: every loss of the zoo with W real processes equals
 
       it('negative controls: NNCLR targets at i, DCLW local softmax, and every global statistic over the local batch are caught', () => {
         assert.deepEqual(Object.keys(CASE_CONTROLS).sort(), Object.keys(CONTROL_EXPECTATIONS).sort());
-        for (const [v, { against }] of Object.entries(CASE_CONTROLS)) {
+        for (const v of controls) {
           const e = caseErrors(
-            byName(against),
+            byName(CASE_CONTROLS[v]!.against),
             outcomes.map((o) => o.variants[v]!),
           );
           assert.ok(!errorsPass(e, TOL), `${v} passes the check`);

@@ -12,7 +12,15 @@ import { join } from 'node:path';
 import { UserError } from '../../src/core/errors.js';
 import { CASE_LOSS_NAMES, checkLossCases, formatLossCaseReport, LOSS_CASE_FORMAT, loadLossCases, parseLossCaseFile } from '../../src/verify/index.js';
 import { runCli, tempDir } from '../helpers/run.js';
-import { CASES_FILE, EXAMPLE_CASE, useCpuEngine } from '../losses/helpers.js';
+import { CASES_FILE, EXAMPLE_CASE, REPO_ROOT, useCpuEngine } from '../losses/helpers.js';
+
+/** The ```json example of docs/loss-case.md. */
+function docExample(): string {
+  const doc = readFileSync(join(REPO_ROOT, 'docs/loss-case.md'), 'utf8');
+  const m = /```json\n([\s\S]*?)```/.exec(doc);
+  assert.ok(m, 'docs/loss-case.md has a ```json example');
+  return m[1]!;
+}
 
 type Obj = Record<string, unknown>;
 type CaseJson = Obj & { inputs: Record<string, Obj & { data: number[] }>; expected: Obj & { grad: Record<string, number[]> } };
@@ -59,13 +67,19 @@ describe('verify/loss-case: reading ssl-loss-oracle/2 (and /1) files', () => {
     rejects((f) => (byName(f, 'moco').inputs.query!.batch_axis = 1), /inputs\.query\.shape\[1\]: the batch axis must have N = 12 entries, got 8/);
     rejects((f) => (byName(f, 'moco').inputs.query!.dtype = 'float16'), /inputs\.query\.dtype: "float16" is not allowed/);
     rejects((f) => (byName(f, 'supcon').inputs.labels!.data[3] = 1.5), /\(supcon\)\.inputs\.labels\.data\[3\]: expected an integer \(int32\), got 1\.5/);
-    rejects((f) => ((byName(f, 'dino').state as Obj).centre = { ...(byName(f, 'dino').inputs.teacher0 as Obj) }), /\(dino\)\.state\.centre\.batch_axis: state is the same on every rank/);
+    rejects(
+      (f) => ((byName(f, 'dino').state as Obj).centre = { ...(byName(f, 'dino').inputs.teacher0 as Obj) }),
+      /\(dino\)\.state\.centre\.batch_axis: state is the same on every rank/,
+    );
     rejects((f) => delete byName(f, 'simclr').expected.grad.z2, /\(simclr\)\.expected\.grad\.z2: missing \(every float32 input needs one\)/);
     rejects((f) => (byName(f, 'supcon').expected.grad.labels = []), /\(supcon\)\.expected\.grad\.labels: an int32 input has no gradient/);
     rejects((f) => (byName(f, 'simclr').expected.grad.z1![7] = NaN), /\(simclr\)\.expected\.grad\.z1\[7\]: expected a finite number, got number NaN/);
     rejects((f) => ((byName(f, 'simclr').expected.per_rank as Obj)['5'] = [1, 2, 3, 4, 5]), /expected\.per_rank\.5: 5 does not divide N = 12/);
     rejects((f) => ((byName(f, 'simclr').expected.per_rank as Obj)['3'] = [1, 2]), /expected\.per_rank\.3: expected 3 numbers \(one per rank\), got 2/);
-    rejects((f) => ((byName(f, 'dino').expected.state_after as Obj).queue = { shape: [1], data: [0] }), /\(dino\)\.expected\.state_after\.queue: no state named "queue"/);
+    rejects(
+      (f) => ((byName(f, 'dino').expected.state_after as Obj).queue = { shape: [1], data: [0] }),
+      /\(dino\)\.expected\.state_after\.queue: no state named "queue"/,
+    );
     assert.doesNotThrow(() => parseLossCaseFile(fresh(), 'good.json')); // the edits above, not the file, are bad
   });
 
@@ -86,7 +100,11 @@ describe('verify/loss-case: reading ssl-loss-oracle/2 (and /1) files', () => {
     const losses = (f: Obj) => f.losses as Record<string, Obj & { grad: Record<string, number[][]> }>;
     rejects((f) => delete (f.hyper as Obj).temperature, /hyper\.temperature: missing \(needed by losses\.simclr\)/, v1);
     rejects((f) => delete (f.inputs as Obj).p2, /inputs\.p2: missing \(needed by losses\.byol\)/, v1);
-    rejects((f) => (losses(f).simclr!.grad.z2![2]![4] = null as unknown as number), /losses\.simclr\.grad\.z2\[2\]\[4\]: expected a finite number, got null/, v1);
+    rejects(
+      (f) => (losses(f).simclr!.grad.z2![2]![4] = null as unknown as number),
+      /losses\.simclr\.grad\.z2\[2\]\[4\]: expected a finite number, got null/,
+      v1,
+    );
     rejects((f) => ((f.distributed as Obj).world_size = 4), /distributed\.world_size: 4 does not divide N = 6/, v1);
   });
 
@@ -95,7 +113,11 @@ describe('verify/loss-case: reading ssl-loss-oracle/2 (and /1) files', () => {
     mkdirSync(join(dir, 'cases'));
     copyFileSync(CASES_FILE, join(dir, 'cases', 'a.json'));
     copyFileSync(EXAMPLE_CASE, join(dir, 'cases', 'b.json'));
-    const fails = (path: string, re: RegExp) => assert.throws(() => loadLossCases(path), (e: unknown) => e instanceof UserError && re.test(e.message));
+    const fails = (path: string, re: RegExp) =>
+      assert.throws(
+        () => loadLossCases(path),
+        (e: unknown) => e instanceof UserError && re.test(e.message),
+      );
     fails(join(dir, 'cases'), /b\.json: case "simclr" is also in .*a\.json/);
     const f = fresh();
     f.cases = f.cases.filter((c) => !['simclr', 'barlow', 'byol', 'vicreg'].includes(c.name as string));
@@ -121,10 +143,25 @@ describe('verify/loss-case: checkLossCases', () => {
     for (const r of report.results) assert.ok(r.status === 'passed' && r.errors?.rankLoss === undefined, out);
     const lines = out.split('\n');
     assert.equal(lines.length, 22 + 2, out);
-    assert.match(lines[0]!, /W = 1 process, .*tolerance 0\.0001/);
-    assert.match(lines.find((l) => l.trim().startsWith('dino '))!, /passed .*state-after error/);
-    assert.match(lines.find((l) => l.trim().startsWith('swav-queue'))!, /passed .*outputs error/);
+    assert.match(lines[0]!, /W = 1 process \(the whole batch\), tolerance 0\.0001/);
+    assert.match(
+      lines.find((l) => l.trim().startsWith('dino '))!,
+      /passed .*state-after error/,
+    );
+    assert.match(
+      lines.find((l) => l.trim().startsWith('swav-queue'))!,
+      /passed .*outputs error/,
+    );
     assert.equal(lines.at(-1), 'PASSED: 22 passed, 0 failed, 0 skipped');
+  });
+
+  it('passes the example of docs/loss-case.md (DINO with its centre) at W = 1', () => {
+    const report = checkLossCases(parseLossCaseFile(JSON.parse(docExample()), 'docs/loss-case.md'));
+    assert.ok(report.passed, formatLossCaseReport(report));
+    assert.deepEqual(
+      report.results.map((r) => [r.name, r.status, r.errors?.stateAfter !== undefined]),
+      [['dino-tiny', 'passed', true]],
+    );
   });
 
   it('fails and names a case whose reference is off; skips a loss it does not have; `only` selects', () => {
@@ -159,13 +196,21 @@ describe('verify/loss-case: checkLossCases', () => {
 describe('verify/loss-case: ssl-train verify --case (fast tier: one 2-rank launch)', function () {
   this.timeout(180_000);
 
-  it('checks every case with 2 ranks in one launch, per-rank losses included', () => {
-    const { status, stdout, stderr } = runCli(['verify', '--case', CASES_FILE, '--devices', '2'], 150_000);
+  it('checks every case (a directory: the committed file and the docs example) with 2 ranks in one launch, per-rank losses included', () => {
+    const dir = join(tempDir('ssl-zoo-cases-'), 'cases');
+    mkdirSync(dir);
+    copyFileSync(CASES_FILE, join(dir, 'cases.json'));
+    writeFileSync(join(dir, 'docs-example.json'), docExample());
+    const { status, stdout, stderr } = runCli(['verify', '--case', dir, '--devices', '2'], 150_000);
     assert.equal(status, 0, stdout + stderr);
     const lines = stdout.trim().split('\n');
     assert.match(lines[0]!, /W = 2 processes/);
-    assert.equal(lines.filter((l) => / passed .*per-rank loss error /.test(l)).length, 22, stdout);
-    assert.equal(lines.at(-1), 'PASSED: 22 passed, 0 failed, 0 skipped');
+    assert.equal(lines.filter((l) => / passed .*per-rank loss error /.test(l)).length, 23, stdout);
+    assert.match(
+      lines.find((l) => l.trim().startsWith('dino-tiny'))!,
+      /passed .*state-after error/,
+    );
+    assert.equal(lines.at(-1), 'PASSED: 23 passed, 0 failed, 0 skipped');
   });
 
   it('a malformed case file: one line naming the field, exit code 2 (a user error), no stack trace', () => {

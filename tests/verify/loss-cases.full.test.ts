@@ -14,7 +14,7 @@ describe('verify --case: every loss of the zoo on W = 1, 2, 3 (full tier)', func
   this.timeout(300_000);
 
   for (const W of [1, 2, 3]) {
-    it(`W = ${W}: all 22 cases pass, per-rank losses compared`, () => {
+    it(`W = ${W}: all 22 cases pass${W > 1 ? ', per-rank losses compared' : ''}`, () => {
       const started = Date.now();
       const { status, stdout, stderr } = runCli(['verify', '--case', CASES_FILE, '--devices', String(W)], 240_000);
       assert.equal(status, 0, stdout + stderr);
@@ -34,7 +34,7 @@ describe('verify --case: every loss of the zoo on W = 1, 2, 3 (full tier)', func
     writeFileSync(path, JSON.stringify(f));
     const { status, stdout, stderr } = runCli(['verify', '--case', path, '--devices', '3'], 240_000);
     assert.equal(status, 1, stdout + stderr);
-    assert.match(stdout, /^ {2}nnclr +failed .*per-rank loss error 1\.0e-2/m);
+    assert.match(stdout, /^ {2}nnclr +failed .*per-rank loss error (9\.\de-3|1\.0e-2)/m);
     assert.match(stdout.trim().split('\n').at(-1)!, /^FAILED: 21 passed, 1 failed, 0 skipped$/);
   });
 });

@@ -23,6 +23,8 @@ import { counting, noCollectives, type CollectiveCounts } from './counting.js';
 
 interface LossCasesSpec extends BaseSpec {
   casesFile: string;
+  /** The negative controls to run (names of CASE_CONTROLS). */
+  controls: string[];
   verify: string[];
 }
 
@@ -49,7 +51,7 @@ run(async () => {
     cases[c.name] = { ...evaluateLossCase(c, rank, W, counting(group, counts)), collectives: counts };
   }
   const variants: LossCasesWorkerResult['variants'] = {};
-  for (const [v, { fn, against }] of Object.entries(CASE_CONTROLS)) variants[v] = evaluateLossCase(byName(against), rank, W, group, fn);
+  for (const v of spec.controls) variants[v] = evaluateLossCase(byName(CASE_CONTROLS[v]!.against), rank, W, group, CASE_CONTROLS[v]!.fn);
   const theta: LossCasesWorkerResult['theta'] = {};
   for (const v of [...LOSS_NAMES, ...THETA_WRONG] as Variant[]) {
     const res = evaluateVariant(v, byName(VARIANT_CASE[v]), rank, W, group);
