@@ -10,7 +10,16 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../../src/core/errors.js';
-import { CASE_LOSS_NAMES, checkLossCases, formatLossCaseReport, LOSS_CASE_FORMAT, loadLossCases, parseLossCaseFile } from '../../src/verify/index.js';
+import { SingleProcessGroup } from '../../src/core/process-group.js';
+import {
+  CASE_LOSS_NAMES,
+  checkLossCases,
+  formatLossCaseReport,
+  LOSS_CASE_FORMAT,
+  loadLossCases,
+  parseLossCaseFile,
+  runLossCaseOnRank,
+} from '../../src/verify/index.js';
 import { runCli, tempDir } from '../helpers/run.js';
 import { CASES_FILE, EXAMPLE_CASE, REPO_ROOT, useCpuEngine } from '../losses/helpers.js';
 
@@ -185,11 +194,28 @@ describe('verify/loss-case: checkLossCases', () => {
     assert.match(out.split('\n').at(-1)!, /^FAILED: 1 passed, 2 failed, 1 skipped$/);
   });
 
+  it('runLossCaseOnRank (what each verify process runs) on one process: passes, UserErrors for a missing file and a bad tolerance', () => {
+    const report = runLossCaseOnRank(EXAMPLE_CASE, new SingleProcessGroup());
+    assert.ok(report.passed, formatLossCaseReport(report));
+    assert.deepEqual([report.worldSize, report.rank, report.results.length], [1, 0, 4]);
+    const fails = (f: () => unknown, re: RegExp) => assert.throws(f, (e: unknown) => e instanceof UserError && re.test(e.message));
+    fails(() => runLossCaseOnRank('/nonexistent/case.json', new SingleProcessGroup()), /\/nonexistent\/case\.json: cannot read the file \(ENOENT\)/);
+    fails(() => runLossCaseOnRank(EXAMPLE_CASE, new SingleProcessGroup(), 0), /tolerance: 0 is not allowed/);
+  });
+
   it('refuses a case its loss cannot run, naming the case and the field', () => {
     const f = fresh();
     delete (byName(f, 'dino').state as Obj).centre;
     delete byName(f, 'dino').expected.state_after;
     assert.throws(() => checkLossCases(parseLossCaseFile(f, 'x.json')), /loss case x\.json: case dino: state\.centre: missing \(needed by the dino loss\)/);
+    const g = fresh();
+    byName(g, 'deepclusterv2').inputs.targets!.data[0] = 99;
+    assert.throws(
+      () => checkLossCases(parseLossCaseFile(g, 'y.json'), { only: ['deepclusterv2'] }),
+      (e: unknown) =>
+        e instanceof UserError &&
+        /^loss case y\.json: case deepclusterv2: the deepclusterv2 loss cannot run on its inputs: .*targets must be -1 or clusters in 0\.\.4/.test(e.message),
+    );
   });
 });
 
