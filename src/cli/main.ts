@@ -107,7 +107,10 @@ export function buildProgram(): Command {
       DEFAULT_ROUNDOFF_FACTOR,
     )
     .option('--dump <dir>', "write each step's inputs, the one-process state before it and both gradients as .npy files (DIR/step-<k>/)")
-    .option('--case <file>', 'check the loss functions against a reference case (ssl-loss-oracle/1 JSON) instead');
+    .option(
+      '--case <file>',
+      'check the loss functions against reference cases instead: an ssl-loss-oracle/2 JSON file (or /1), or a directory of them (docs/loss-case.md)',
+    );
   addTrainOptions(verify).action(async (opts: Record<string, unknown>, command: Command) => {
     const config = resolveTrainConfig(command);
     if (config.pretrained !== undefined) throw new UserError('--pretrained: verify starts from fresh weights; use it with training, linear, knn or embed');
