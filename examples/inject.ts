@@ -1,60 +1,66 @@
 /**
- * Your own logger and callback, injected into a run from code (Lightning's `logger=` and
- * `callbacks=`): every run resolves its trainer from a child of the container you pass, so
- * what you register there takes part. A registered LOGGER replaces the default run-directory
- * logger (register a `RunDirLogger` too to keep the run directory); CALLBACKs run after the
- * progress display; a STRATEGY would replace the one the config implies.
+ * Your own strategy, logger and callback, registered in the container the CLI runs from
+ * (docs/extending.md): `--strategy counting` selects the strategy by its registered name; the
+ * logger and the callback are classes the run constructs from its container, so they get
+ * what the run registered there (here the logger is injected the strategy the trainer uses).
  *
- * Run: npm run build && node dist/examples/inject.js [run-dir]
+ * Run: npm run build && node dist/examples/inject.js --strategy counting --max-steps 20 --val-every 0
  */
 import 'reflect-metadata';
-import { container } from 'tsyringe';
-import { buildConfig } from '../src/experiment/config.js';
-import { runTraining } from '../src/experiment/train.js';
+import { container, inject, injectable } from 'tsyringe';
+import { main } from '../src/cli/main.js';
+import type { Tensor } from '../src/core/tf.js';
 import { CALLBACK, type Callback } from '../src/trainer/callbacks.js';
+import type { Progress } from '../src/trainer/interfaces.js';
 import { LOGGER, RunDirLogger, type Logger } from '../src/trainer/loggers.js';
+import { registerStrategy, SingleDeviceStrategy, STRATEGY, type Strategy } from '../src/trainer/strategy.js';
+import { TRAINER_OPTIONS, type TrainerOptions } from '../src/trainer/trainer.js';
 
-/** Keeps every logged loss in memory (a stand-in for your own tracking service). */
-export class MemoryLogger implements Logger {
-  readonly losses: Array<[number, number]> = [];
-  status = '';
+/** One process, like `single`, that counts the gradient reductions (one per optimizer step). */
+export class CountingStrategy extends SingleDeviceStrategy {
+  reductions = 0;
+
+  override reduceGradients(grads: Record<string, Tensor>): Record<string, Tensor> {
+    this.reductions++;
+    return super.reduceGradients(grads);
+  }
+
+  override teardown(): void {
+    console.log(`counting: ${this.reductions} gradient reductions`);
+  }
+}
+
+/** Counts the logged losses (a stand-in for your own tracking service) and names the trainer's strategy at the end. */
+@injectable()
+export class PrintingLogger implements Logger {
+  private losses = 0;
+
+  constructor(@inject(STRATEGY) private readonly strategy: Strategy) {}
+
   logHyperparams(): void {}
-  logMetrics(metrics: Record<string, number>, step: number): void {
-    if (metrics['train/loss'] !== undefined) this.losses.push([step, metrics['train/loss']]);
+
+  logMetrics(metrics: Record<string, number>): void {
+    if (metrics['train/loss'] !== undefined) this.losses++;
   }
-  async finalize(status: 'success' | 'failed'): Promise<void> {
-    this.status = status;
+
+  finalize(status: 'success' | 'failed'): void {
+    console.log(`PrintingLogger: ${status}, ${this.losses} losses logged, strategy ${this.strategy.constructor.name}`);
   }
 }
 
-/** Prints one line per epoch. */
-export const epochLine: Callback = {
-  onEpochEnd: (progress, metrics) => console.log(`epoch ${progress.epoch + 1}: kNN top-1 ${metrics['val/knn_acc1']?.toFixed(3)}`),
-};
-
-export async function trainWithInjected(runDir: string): Promise<MemoryLogger> {
-  const memory = new MemoryLogger();
-  const scope = container.createChildContainer();
-  scope.registerInstance(LOGGER, new RunDirLogger(runDir)); // keep the run directory too
-  scope.registerInstance(LOGGER, memory);
-  scope.registerInstance(CALLBACK, epochLine);
-  const config = buildConfig({
-    method: 'simclr',
-    backbone: 'mlp',
-    imageSize: 16,
-    syntheticSize: 256,
-    batchSize: 64,
-    epochs: 2,
-    workers: 0,
-    logEvery: 1,
-    runDir,
-    methodArgs: { projHiddenDim: 32, projOutputDim: 16 },
-  });
-  await runTraining(config, { container: scope, callbacks: [] });
-  return memory;
+/** One line per epoch. */
+export class EpochLine implements Callback {
+  onEpochEnd(progress: Progress): void {
+    console.log(`EpochLine: epoch ${progress.epoch + 1} ended at step ${progress.step}`);
+  }
 }
+
+registerStrategy('counting', CountingStrategy);
+container.register(LOGGER, PrintingLogger);
+// A registered logger replaces the default run-directory one: register it too to keep metrics.jsonl.
+container.register(LOGGER, { useFactory: (c) => new RunDirLogger(c.resolve<TrainerOptions>(TRAINER_OPTIONS).runDir) });
+container.register(CALLBACK, EpochLine);
 
 if (process.argv[1]?.endsWith('inject.js')) {
-  const memory = await trainWithInjected(process.argv[2] ?? 'runs/inject-example');
-  console.log(`${memory.status}: ${memory.losses.length} losses logged, last ${memory.losses.at(-1)?.[1].toFixed(4)}`);
+  process.exitCode = await main(process.argv.slice(2));
 }

@@ -24,6 +24,7 @@ export * from './eval/index.js';
 export * from './trainer/index.js';
 export * from './tracking/index.js';
 export type { ProcessGroup } from './core/process-group.js';
+export { DdpStrategy, DDP_OPTIONS, type DdpOptions, type DdpStats } from './distributed/ddp.js';
 export { TrainConfig, buildConfig, readConfigFile } from './experiment/config.js';
 export { runTraining, type TrainingRun, type RunOptions } from './experiment/train.js';
 export { exportRun, type ExportOptions, type ExportResult } from './experiment/export-run.js';

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
+import { container } from 'tsyringe';
 import { TrainingFailure, UserError } from '../core/errors.js';
 import { describeMethods } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { checkRendezvousFlag } from '../distributed/gloo.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
 import { checkGpuBackend, preflightDistributed, runTraining } from '../experiment/train.js';
+import { checkStrategyName } from '../trainer/strategy.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
@@ -105,7 +107,10 @@ export function buildProgram(): Command {
       DEFAULT_ROUNDOFF_FACTOR,
     )
     .option('--dump <dir>', "write each step's inputs, the one-process state before it and both gradients as .npy files (DIR/step-<k>/)")
-    .option('--case <file>', 'check the loss functions against a reference case (ssl-loss-oracle/1 JSON) instead');
+    .option(
+      '--case <file>',
+      'check the loss functions against reference cases instead: an ssl-loss-oracle/2 JSON file (or /1), or a directory of them (docs/loss-case.md)',
+    );
   addTrainOptions(verify).action(async (opts: Record<string, unknown>, command: Command) => {
     const config = resolveTrainConfig(command);
     if (config.pretrained !== undefined) throw new UserError('--pretrained: verify starts from fresh weights; use it with training, linear, knn or embed');
@@ -199,6 +204,7 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
   roundDefaultBatchSize(config, command.getOptionValueSource('batchSize') !== 'default' || 'batchSize' in fromFile);
   // Whatever the number of devices: a flag that cannot work is an error, not ignored.
   if (config.rendezvous !== undefined) checkRendezvousFlag(config.rendezvous);
+  checkStrategyName(config.strategy, container);
   checkGpuBackend(config);
   return config;
 }

@@ -1,7 +1,9 @@
+import 'reflect-metadata';
+import { inject, injectable } from 'tsyringe';
 import type { Module } from '../core/module.js';
 import { tf, type Tensor } from '../core/tf.js';
 import type { Sampler } from '../data/sampler.js';
-import type { SamplerOptions, Strategy } from '../trainer/strategy.js';
+import { PROCESS_GROUP, registerStrategy, type SamplerOptions, type Strategy } from '../trainer/strategy.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { DistributedSampler } from './sampler.js';
 import { convertSyncBatchNorm } from './sync-batchnorm.js';
@@ -12,6 +14,9 @@ export interface DdpOptions {
   /** Replace every BatchNorm by SyncBatchNorm at setup (global-batch statistics). */
   syncBatchNorm?: boolean;
 }
+
+/** Injection token of the {@link DdpOptions} (the run registers them from its config). */
+export const DDP_OPTIONS = Symbol.for('ssl-zoo.DdpOptions');
 
 /** Counts of collectives issued, for tests and diagnostics. */
 export interface DdpStats {
@@ -35,15 +40,20 @@ export interface DdpStats {
  * Gradient accumulation and the gradient cache need no "no sync" mode: the trainer sums
  * the micro-batches' (or chunks') gradients locally and calls {@link reduceGradients}
  * once per optimizer step.
+ *
+ * Registered as `ddp` (see `registerStrategy`); resolved from a run's container it gets the
+ * job's {@link PROCESS_GROUP} and the {@link DDP_OPTIONS}. The group stays its creator's to
+ * close. A subclass must repeat the constructor with its `@inject` decorators (tsyringe reads
+ * them from the class itself) and be `@injectable()`.
  */
+@injectable()
 export class DdpStrategy implements Strategy {
-  readonly name = 'ddp';
   readonly stats: DdpStats = { gradientAllReduces: 0, broadcasts: 0 };
   private readonly bucketCapBytes: number;
 
   constructor(
-    readonly group: ProcessGroup,
-    private readonly options: DdpOptions = {},
+    @inject(PROCESS_GROUP) readonly group: ProcessGroup,
+    @inject(DDP_OPTIONS) private readonly options: DdpOptions = {},
   ) {
     this.bucketCapBytes = Math.max(1, (options.bucketCapMb ?? 25) * 1024 * 1024);
   }
@@ -121,9 +131,8 @@ export class DdpStrategy implements Strategy {
     this.group.barrier();
   }
 
-  teardown(): void {
-    this.group.close();
-  }
+  /** Nothing to release: the group is closed by whoever created it. */
+  teardown(): void {}
 
   /** Consecutive tensors packed into buckets of at most the cap (a larger tensor gets its own). */
   private buckets(sizes: number[]): Array<{ size: number; members: Array<{ index: number; offset: number }> }> {
@@ -142,3 +151,5 @@ export class DdpStrategy implements Strategy {
     return out;
   }
 }
+
+registerStrategy('ddp', DdpStrategy);

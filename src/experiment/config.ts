@@ -168,7 +168,8 @@ export class TrainConfig {
   @IsOptional()
   @IsString()
   rendezvous?: string;
-  @Flag('<name>', 'auto, single or ddp (auto: ddp with more than one rank)') @IsIn(['auto', 'single', 'ddp']) strategy: 'auto' | 'single' | 'ddp' = 'auto';
+  /** A registered strategy's name (src/trainer/strategy.ts: registerStrategy), checked when the run resolves it. */
+  @Flag('<name>', 'auto, single, ddp or a strategy you registered (auto: ddp with more than one rank)') @IsString() strategy = 'auto';
   /** What makes W ranks equal one process. */
   @Flag('<bool>', 'batch norm with global-batch statistics across ranks (needed for exactness)') @IsBoolean() syncBatchnorm = true;
   @Flag('<x>', 'DDP gradient bucket size in MiB') @IsNumber() @IsPositive() bucketCapMb = 25;

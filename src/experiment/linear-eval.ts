@@ -14,19 +14,18 @@ import { evalBatch, type EvalTransform, type ViewAugmentation } from '../data/au
 import { normalizationFor, sampleDataset, subset, type Dataset } from '../data/dataset.js';
 import { augmentStoreBatch } from '../data/loader-batch.js';
 import { PixelReader, pixelStore, type SkippedFile } from '../data/pixels.js';
-import { container as rootContainer, type DependencyContainer } from 'tsyringe';
+import { container as rootContainer } from 'tsyringe';
 import type { ProcessGroup } from '../core/process-group.js';
 import type { Accuracy } from '../eval/knn.js';
 import { LinearEvalTask, linearStepsPerEpoch, linearTrainingData, type LabelledSet, type LinearEvalModel } from '../eval/linear.js';
 import { scaleLearningRate } from '../optim/index.js';
 import { CALLBACK, type Callback } from '../trainer/callbacks.js';
-import { LOGGER, RunDirLogger, type Logger } from '../trainer/loggers.js';
 import { historyRows, readMetrics, runDirPaths } from '../trainer/run-dir.js';
-import { PROCESS_GROUP, STRATEGY, type Strategy } from '../trainer/strategy.js';
 import { Trainer, TRAINER_OPTIONS, type TrainerOptions } from '../trainer/trainer.js';
-import { parseTags, WandbLogger } from '../tracking/index.js';
+import { parseTags } from '../tracking/index.js';
 import { buildConfig, type TrainConfig } from './config.js';
-import { createStrategy, type RunOptions } from './train.js';
+import { registerAround, registerLoggers, registerRunStrategy, type RunStrategy } from './run-scope.js';
+import type { RunOptions } from './train.js';
 import {
   backboneFeatures,
   initConfig,
@@ -168,21 +167,6 @@ export function imageSet(
   };
 }
 
-/**
- * Registers the run's loggers in `scope` as pre-training does: a `RunDirLogger` unless the
- * caller's container registered LOGGERs, and W&B when asked (tagged `linear`).
- */
-function registerLoggers(scope: DependencyContainer, runDir: string, config: TrainConfig, tracking: TrackingOptions): void {
-  if (!scope.isRegistered(LOGGER, true)) scope.registerInstance(LOGGER, new RunDirLogger(runDir));
-  if (tracking.logger === 'wandb' || tracking.wandbProject !== undefined) {
-    // A local registration hides the parent's loggers: keep the ones the caller registered.
-    if (!scope.isRegistered(LOGGER)) for (const l of scope.resolveAll<Logger>(LOGGER)) scope.registerInstance(LOGGER, l);
-    const { wandbProject: project, wandbEntity: entity, wandbGroup: group, wandbMode: mode } = tracking;
-    const name = tracking.wandbName ?? `linear-${config.method}-${config.backbone}-${config.dataset}-seed${config.seed}`;
-    scope.registerInstance(LOGGER, new WandbLogger({ runDir, project, entity, name, group, tags: ['linear', ...(parseTags(tracking.wandbTags) ?? [])], mode }));
-  }
-}
-
 /** Refuses what cannot run, before anything is loaded or written. */
 function checkOptions(options: LinearRunOptions): void {
   if (options.features.kind === 'pixels' && (options.finetune || options.augmentation !== 'none')) {
@@ -263,8 +247,9 @@ export async function runLinearEval(options: LinearRunOptions, wiring: Pick<RunO
   const model = await prepareEvalModel(init, options.data, 'linear', requireLabels('linear'));
   const { method } = model;
   const scope = (wiring.container ?? rootContainer).createChildContainer();
-  let strategy: Strategy | undefined;
+  let selected: RunStrategy | undefined;
   try {
+    // The ranks of this job (not those the pre-training ran on); DDP with the run's SyncBatchNorm setting.
     const strategyConfig = buildConfig({
       ...model.config,
       devices: wiring.worker?.worldSize ?? 1,
@@ -273,8 +258,8 @@ export async function runLinearEval(options: LinearRunOptions, wiring: Pick<RunO
       strategy: 'auto',
       timeout: options.timeout ?? model.config.timeout,
     });
-    strategy = scope.isRegistered(STRATEGY, true) ? scope.resolve<Strategy>(STRATEGY) : await createStrategy(strategyConfig, wiring.worker);
-    const { group } = strategy;
+    selected = await registerRunStrategy(scope, strategyConfig, wiring.worker);
+    const { group, strategy } = selected;
     const train = sampleDataset(model.experiment.train, options.trainSamples, options.seed + 1);
     const val = sampleDataset(validationSplit(model), options.valSamples, options.seed + 2);
     if (options.batchSize > train.length) throw invalidValue('--batch-size', options.batchSize, `at most the training images (${train.length})`);
@@ -351,9 +336,6 @@ export async function runLinearEval(options: LinearRunOptions, wiring: Pick<RunO
         featureDim,
         ...options.tracking,
       };
-      scope.registerInstance(STRATEGY, strategy);
-      scope.registerInstance(PROCESS_GROUP, group);
-      registerLoggers(scope, runDir, model.config, options.tracking);
       const trainerOptions: TrainerOptions = {
         maxEpochs: options.epochs,
         logEvery: options.logEvery ?? 10,
@@ -363,13 +345,16 @@ export async function runLinearEval(options: LinearRunOptions, wiring: Pick<RunO
         runDir,
         resume: options.resume,
         config: runConfig,
-        callbacks: [
-          ...(options.print ? [epochLines(options.epochs, options.print)] : []),
-          ...(scope.isRegistered(CALLBACK, true) ? scope.resolveAll<Callback>(CALLBACK) : []),
-        ],
         print: options.print,
       };
       scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
+      const { tracking } = options;
+      const wandb = tracking.logger === 'wandb' || tracking.wandbProject !== undefined;
+      const wandbName = tracking.wandbName ?? `linear-${model.config.method}-${model.config.backbone}-${model.config.dataset}-seed${model.config.seed}`;
+      const wandbTags = ['linear', ...(parseTags(tracking.wandbTags) ?? [])];
+      const { wandbProject: project, wandbEntity: entity, wandbGroup, wandbMode: mode } = tracking;
+      registerLoggers(scope, runDir, wandb ? { runDir, project, entity, name: wandbName, group: wandbGroup, tags: wandbTags, mode } : undefined);
+      registerAround<Callback>(scope, CALLBACK, options.print ? [epochLines(options.epochs, options.print)] : []);
       const task = new LinearEvalTask(evalModel, valSet, {
         lr: appliedLr,
         momentum: options.momentum,
@@ -386,6 +371,6 @@ export async function runLinearEval(options: LinearRunOptions, wiring: Pick<RunO
     }
   } finally {
     method.dispose();
-    strategy?.teardown();
+    selected?.close();
   }
 }

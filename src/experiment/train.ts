@@ -16,14 +16,13 @@ import { getMethodClass } from '../methods/registry.js';
 import { SslTask, type ValidationSettings } from '../methods/task.js';
 import { CALLBACK, ProgressBar, type Callback } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
-import { LOGGER, RunDirLogger, type Logger } from '../trainer/loggers.js';
-import { parseTags, WandbLogger } from '../tracking/index.js';
-import { PROCESS_GROUP, SingleDeviceStrategy, STRATEGY, type Strategy } from '../trainer/strategy.js';
-import { DdpStrategy } from '../distributed/ddp.js';
-import { createProcessGroup, isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
+import { parseTags } from '../tracking/index.js';
+import { checkStrategyName } from '../trainer/strategy.js';
+import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
 import type { TrainConfig } from './config.js';
+import { preflightStrategy, registerAround, registerLoggers, registerRunStrategy } from './run-scope.js';
 import { checkFolderFlags, prepareExperiment, prepareFolderExperiment, warnSkippedFile, type Experiment } from './experiment.js';
 import { loadPretrainedBackbone, resolvePretrained } from './pretrained.js';
 
@@ -32,21 +31,25 @@ export interface TrainingRun {
   runDir: string;
   fit: FitResult;
   engine: EngineInfo;
+  /** The registered name of the strategy it ran with (`auto` resolved). */
+  strategy: string;
 }
 
 /** Extra wiring for library users and tests. */
 export interface RunOptions {
   /**
-   * The composition root's parent (a child container is made per run; default the global
-   * container). Registrations there take part in the run: a STRATEGY is used instead of the
-   * one the config implies; LOGGERs replace the default run-directory logger (register a
-   * `RunDirLogger` too to keep it); CALLBACKs run after the built-in progress display. The
-   * run registers its PROCESS_GROUP (the strategy's group), STRATEGY and TRAINER_OPTIONS in
-   * the child and resolves the {@link Trainer} from it.
+   * The parent of the run's container (a child is made per run; default the global container,
+   * which the CLI uses). Registrations there take part in the run (docs/extending.md):
+   * strategies registered by name (`registerStrategy`; `config.strategy` selects one);
+   * LOGGERs, which replace the default run-directory logger (register a `RunDirLogger` too to
+   * keep it); CALLBACKs, which run after the built-in progress display; a PROCESS_GROUP, used
+   * instead of the one the worker environment implies. Classes are constructed from the run's
+   * container, where the run registers PROCESS_GROUP, DDP_OPTIONS, STRATEGY (the selected
+   * strategy) and TRAINER_OPTIONS before it resolves the {@link Trainer}.
    */
   container?: DependencyContainer;
   /** Replaces the built-in progress display (e.g. none in tests). */
-  callbacks?: TrainerOptions['callbacks'];
+  callbacks?: Callback[];
   /** This process's place in a multi-process job (set by the launcher's environment). */
   worker?: WorkerEnv;
 }
@@ -92,13 +95,13 @@ export function checkDropLast(config: TrainConfig, worldSize: number): void {
 
 /**
  * Checks, before any worker is spawned, what would otherwise fail on every rank: a GPU
- * request without a GPU backend, a batch that does not split evenly or `--drop-last false`
- * (when the command splits one), a missing Gloo addon.
+ * request without a GPU backend, a strategy that does not span the ranks, a batch that does
+ * not split evenly or `--drop-last false` (when the command splits one), a missing Gloo addon.
  */
 export function preflightDistributed(config: TrainConfig, nprocs: number, splitsBatch = true): void {
   const worldSize = nprocs * config.numNodes;
   checkGpuBackend(config);
-  if (config.strategy === 'single') throw invalidValue('--strategy', 'single', `ddp or auto with ${worldSize} ranks`);
+  preflightStrategy(rootContainer, config, worldSize);
   if (splitsBatch && config.batchSize % worldSize !== 0) {
     throw invalidValue('--batch-size', config.batchSize, `a multiple of the world size ${worldSize} (each rank gets batch-size / world size)`);
   }
@@ -113,20 +116,6 @@ function tensorflowGpuInstalled(): boolean {
   } catch {
     return false;
   }
-}
-
-/** One process, or DDP over a Gloo process group when launched as a worker. */
-export async function createStrategy(config: TrainConfig, worker: WorkerEnv | undefined): Promise<Strategy> {
-  if (!worker) {
-    const asked = (config.gpus ?? config.devices) * config.numNodes;
-    if (asked > 1) {
-      throw new UserError(`--devices: ${asked} ranks need the launcher: run through ssl-train, or set RANK, WORLD_SIZE and a rendezvous like torchrun`);
-    }
-    return new SingleDeviceStrategy();
-  }
-  if (config.strategy === 'single' && worker.worldSize > 1) throw invalidValue('--strategy', 'single', `ddp or auto with ${worker.worldSize} ranks`);
-  const group = await createProcessGroup({ rank: worker.rank, worldSize: worker.worldSize, rendezvous: worker.rendezvous, timeoutMs: config.timeout * 1000 });
-  return new DdpStrategy(group, { bucketCapMb: config.bucketCapMb, syncBatchNorm: config.syncBatchnorm });
 }
 
 /** Adapts the multi-view loader to the trainer's {@link DataSource}. */
@@ -202,18 +191,21 @@ export function localBatchSize(config: TrainConfig, worldSize: number, trainSize
 
 /**
  * Pre-trains `config.method` as configured: selects the engine, loads the data, builds
- * the method, and fits it with the trainer (strategy and loggers from the container).
+ * the method, and fits it with the trainer resolved from the run's container (strategy,
+ * loggers and callbacks injected; see {@link RunOptions.container}).
  */
 export async function runTraining(config: TrainConfig, options: RunOptions = {}): Promise<TrainingRun> {
   checkGpuBackend(config);
+  const scope = (options.container ?? rootContainer).createChildContainer();
+  checkStrategyName(config.strategy, scope); // before the data is loaded
   const engine = await initEngine(config.backend);
   checkFolderFlags(config);
   checkMethodLabels(config);
   const experiment: Experiment = config.dataset === 'folder' ? await prepareFolderExperiment(config, warnSkippedFile) : prepareExperiment(config);
   const { train, optim } = experiment;
-  const scope = (options.container ?? rootContainer).createChildContainer();
-  const strategy = scope.isRegistered(STRATEGY, true) ? scope.resolve<Strategy>(STRATEGY) : await createStrategy(config, options.worker);
-  const worldSize = strategy.group.worldSize;
+  const selected = await registerRunStrategy(scope, config, options.worker);
+  const strategy = selected.strategy;
+  const worldSize = selected.group.worldSize;
   if (!experiment.test && config.valEvery > 0 && strategy.isGlobalZero) {
     process.stderr.write('ssl-train: note: --dataset folder --unlabelled has no labels: kNN and linear validation are off\n');
   }
@@ -248,6 +240,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     methodArgs: experiment.methodArgs,
     crops: formatCrops(experiment.crops),
     worldSize,
+    strategyInUse: selected.name,
     globalBatch: config.batchSize,
     localBatch,
     backendInUse: engine.backend,
@@ -260,17 +253,6 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     packageVersion: packageVersion(),
     gitCommit: gitCommit(),
   };
-  scope.registerInstance(STRATEGY, strategy);
-  scope.registerInstance(PROCESS_GROUP, strategy.group);
-  if (!scope.isRegistered(LOGGER, true)) scope.registerInstance(LOGGER, new RunDirLogger(runDir));
-  if (config.logger === 'wandb' || config.wandbProject !== undefined) {
-    // A local registration hides the parent's loggers: keep the ones the caller registered.
-    if (!scope.isRegistered(LOGGER)) for (const l of scope.resolveAll<Logger>(LOGGER)) scope.registerInstance(LOGGER, l);
-    // Whether the W&B run is continued is decided when the trainer knows where training
-    // starts (WandbLogger.beginAt: a checkpoint's step, or 0 for a fresh start).
-    const { wandbProject: project, wandbEntity: entity, wandbName: name, wandbGroup: group, wandbMode: mode } = config;
-    scope.registerInstance(LOGGER, new WandbLogger({ runDir, project, entity, name, group, tags: parseTags(config.wandbTags), mode }));
-  }
   const trainerOptions: TrainerOptions = {
     maxEpochs: config.epochs,
     maxSteps: config.maxSteps,
@@ -283,22 +265,24 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     runDir,
     resume: config.resume,
     config: resolved,
-    callbacks: [
-      ...(options.callbacks ?? [new ProgressBar(config.epochs)]),
-      ...(scope.isRegistered(CALLBACK, true) ? scope.resolveAll<Callback>(CALLBACK) : []),
-    ],
   };
   scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
+  // Whether the W&B run is continued is decided when the trainer knows where training
+  // starts (WandbLogger.beginAt: a checkpoint's step, or 0 for a fresh start).
+  const { wandbProject: project, wandbEntity: entity, wandbName: name, wandbGroup, wandbMode: mode } = config;
+  const wandb = config.logger === 'wandb' || project !== undefined;
+  registerLoggers(scope, runDir, wandb ? { runDir, project, entity, name, group: wandbGroup, tags: parseTags(config.wandbTags), mode } : undefined);
+  registerAround<Callback>(scope, CALLBACK, options.callbacks ?? [new ProgressBar(config.epochs)]);
   let stoppedTogether = false;
   try {
     const fit = await scope.resolve(Trainer).fit(task, dataSource(loader, localBatch));
-    return { runDir, fit, engine };
+    return { runDir, fit, engine, strategy: selected.name };
   } catch (e) {
     stoppedTogether = e instanceof NonFiniteError;
     throw e;
   } finally {
     method.dispose();
-    strategy.teardown();
+    selected.close();
     // Every rank stops at a non-finite step with the same message. The other ranks let
     // rank 0 exit first, so that a launcher reports rank 0's line (ours then stops them)
     // rather than the same line once more from another rank.

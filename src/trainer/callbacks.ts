@@ -1,7 +1,11 @@
 import cliProgress from 'cli-progress';
 import type { Progress } from './interfaces.js';
 
-/** Injection token of user {@link Callback}s (register any number; they run after the built-in ones). */
+/**
+ * Injection token of the {@link Callback}s (the trainer injects them all, in registration
+ * order). Register instances or classes, as for LOGGER; a run registers its built-in ones (the
+ * progress display) ahead of the caller's.
+ */
 export const CALLBACK = Symbol.for('ssl-zoo.Callback');
 
 /** Hooks into the fit loop (Lightning's callbacks), all optional; only rank 0 runs them. */

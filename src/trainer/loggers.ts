@@ -1,7 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { appendMetrics, rewindRunDir, writeRunConfig, writeRunSummary } from './run-dir.js';
 
-/** Injection token of every {@link Logger} (resolved with `injectAll`). */
+/**
+ * Injection token of the {@link Logger}s (the trainer injects them all, in registration
+ * order). Register an instance (`registerInstance(LOGGER, logger)`) or a class
+ * (`register(LOGGER, MyLogger)`, constructed from the run's container: an `@injectable()`
+ * one may `@inject(STRATEGY)`, `@inject(TRAINER_OPTIONS)`, ...).
+ */
 export const LOGGER = Symbol.for('ssl-zoo.Logger');
 
 /** A metrics sink (local run directory, W&B, ...). Only rank 0 logs. */

@@ -1,3 +1,6 @@
+import 'reflect-metadata';
+import { container as globalContainer, type DependencyContainer, type FactoryProvider, type InjectionToken } from 'tsyringe';
+import { invalidValue } from '../core/errors.js';
 import type { Module } from '../core/module.js';
 import type { Tensor } from '../core/tf.js';
 import { RandomSampler, type Sampler } from '../data/sampler.js';
@@ -13,18 +16,23 @@ export interface SamplerOptions {
   dropLast: boolean;
 }
 
-/** Injection token of the {@link Strategy}. */
+/** Injection token of the run's {@link Strategy}: the one selected by name (see {@link registerStrategy}), which the trainer gets. */
 export const STRATEGY = Symbol.for('ssl-zoo.Strategy');
 
-/** Injection token of the run's {@link ProcessGroup} (the strategy's), for components resolved from a run's container. */
+/**
+ * Injection token of the {@link ProcessGroup} of the job (all its ranks; one rank on its own):
+ * what a multi-process strategy runs over, e.g. DDP's constructor injects it.
+ */
 export const PROCESS_GROUP = Symbol.for('ssl-zoo.ProcessGroup');
+
+/** Injection token of every registered strategy name (one registration per name; read by {@link strategyNames}). */
+const STRATEGY_NAME = Symbol.for('ssl-zoo.StrategyName');
 
 /**
  * How training is spread over processes (Lightning's strategy). The trainer calls these
  * hooks; only implementations in `src/distributed` talk to other processes.
  */
 export interface Strategy {
-  readonly name: string;
   /** The group losses gather over and gradients are reduced over. */
   readonly group: ProcessGroup;
   /** Whether this is the process that prints, logs and writes checkpoints. */
@@ -52,9 +60,12 @@ export interface Strategy {
   teardown(): void;
 }
 
-/** One process: every hook is the identity. */
+/**
+ * One process (`--strategy single`): every hook is the identity. Subclass it for a
+ * one-process strategy of your own (no decorator needed while the constructor takes no
+ * parameters) and register it with {@link registerStrategy}.
+ */
 export class SingleDeviceStrategy implements Strategy {
-  readonly name = 'single';
   readonly group: ProcessGroup = new SingleProcessGroup();
   readonly isGlobalZero = true;
   setup(): void {}
@@ -73,3 +84,62 @@ export class SingleDeviceStrategy implements Strategy {
   barrier(): void {}
   teardown(): void {}
 }
+
+/**
+ * A strategy class the container can construct: no constructor parameters, or `@injectable()`
+ * with injected ones (tsyringe's `constructor<Strategy>`, which its index does not export).
+ */
+export type StrategyClass = Extract<InjectionToken<Strategy>, new (...args: never) => unknown>;
+
+/** The injection token of the strategy registered as `name`. */
+export function strategyToken(name: string): InjectionToken<Strategy> {
+  return `ssl-zoo.Strategy:${name}`;
+}
+
+/**
+ * Registers a strategy under `name` (Lightning's strategy registry), so that `--strategy name`
+ * (config `strategy: name`) selects it. A class is constructed from the run's container when
+ * selected, so an `@injectable()` class may `@inject(PROCESS_GROUP)` (or any other token); a
+ * factory provider (`{ useFactory: (scope) => ... }`) builds it by hand. Registered in
+ * `target` (default the global container, which the CLI runs from) and visible to its child
+ * containers; registering a name again replaces it there. Built in: `single`
+ * ({@link SingleDeviceStrategy}) and `ddp` (`DdpStrategy`, src/distributed/ddp.ts).
+ */
+export function registerStrategy(name: string, strategy: StrategyClass | FactoryProvider<Strategy>, target: DependencyContainer = globalContainer): void {
+  if (!strategyNames(target).includes(name)) {
+    // A local registration hides the names registered in the ancestors: keep them.
+    const inherited = target.isRegistered(STRATEGY_NAME) ? [] : strategyNames(target);
+    for (const n of [...inherited, name]) target.register(STRATEGY_NAME, { useValue: n });
+  }
+  if (typeof strategy === 'function') target.register(strategyToken(name), strategy);
+  else target.register(strategyToken(name), strategy);
+}
+
+/**
+ * The strategy names registered in `scope` and its ancestors, in registration order (a name
+ * an ancestor registers after `scope` registered its own is selectable but not listed).
+ */
+export function strategyNames(scope: DependencyContainer): string[] {
+  return scope.isRegistered(STRATEGY_NAME, true) ? [...new Set(scope.resolveAll<string>(STRATEGY_NAME))] : [];
+}
+
+/** The one-line user error for a name that no strategy is registered under: it lists the registered names (and `auto` where it is allowed). */
+function unknownStrategy(name: string, scope: DependencyContainer, auto: boolean): Error {
+  return invalidValue('--strategy', name, `one of ${[...(auto ? ['auto'] : []), ...strategyNames(scope)].join(', ')} (the registered strategies)`);
+}
+
+/** A user error unless `name` (a `--strategy` value) is `auto` or a strategy registered in `scope`. */
+export function checkStrategyName(name: string, scope: DependencyContainer): void {
+  if (name !== 'auto' && !scope.isRegistered(strategyToken(name), true)) throw unknownStrategy(name, scope, true);
+}
+
+/**
+ * The strategy registered as `name`, constructed from `scope`; a user error for an unknown
+ * name (`auto` included: the run picks what it stands for).
+ */
+export function resolveStrategy(scope: DependencyContainer, name: string): Strategy {
+  if (!scope.isRegistered(strategyToken(name), true)) throw unknownStrategy(name, scope, false);
+  return scope.resolve(strategyToken(name));
+}
+
+registerStrategy('single', SingleDeviceStrategy);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { inject, injectable, injectAll } from 'tsyringe';
 import { TrainingFailure, UserError } from '../core/errors.js';
 import { tf } from '../core/tf.js';
-import type { Callback } from './callbacks.js';
+import { CALLBACK, type Callback } from './callbacks.js';
 import { describeProgress, encodeCheckpoint, findLatestCheckpoint, loadCheckpoint, savedProgress, withoutPrefix, withPrefix } from './checkpoint.js';
 import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
@@ -51,7 +51,6 @@ export interface TrainerOptions {
   resume?: string;
   /** The resolved run configuration: logged once and stored in every checkpoint. */
   config: Record<string, unknown>;
-  callbacks?: Callback[];
   /**
    * Where rank 0's notes and warnings go (which checkpoint a run resumes from, skipped
    * checkpoints); default stderr, one line each, prefixed `ssl-train: `.
@@ -94,7 +93,9 @@ export class NonFiniteError extends TrainingFailure {
  * `accumulateGradBatches` of them through the {@link StepSequence} (hooks, gradients from
  * `tf.variableGrads`, the scheduler's lr, one sync by the strategy, the update), validation,
  * logging and checkpoints. It knows nothing about what it trains (pre-training's `SslTask`,
- * linear evaluation's `LinearEvalTask`, ...); the {@link Strategy} and {@link Logger}s are injected.
+ * linear evaluation's `LinearEvalTask`, ...); the {@link Strategy}, {@link Logger}s and
+ * {@link Callback}s are injected (tokens STRATEGY, LOGGER, CALLBACK; loggers and callbacks
+ * optional, in registration order), with its {@link TrainerOptions} (TRAINER_OPTIONS).
  *
  * Every step is checked for non-finite values before its update is applied (Lightning's
  * terminate-on-NaN): the step's metrics (loss, loss terms, ...) and a "gradient not
@@ -105,8 +106,9 @@ export class NonFiniteError extends TrainingFailure {
 export class Trainer {
   constructor(
     @inject(STRATEGY) readonly strategy: Strategy,
-    @injectAll(LOGGER) private readonly loggers: Logger[],
+    @injectAll(LOGGER, { isOptional: true }) private readonly loggers: Logger[],
     @inject(TRAINER_OPTIONS) private readonly options: TrainerOptions,
+    @injectAll(CALLBACK, { isOptional: true }) private readonly callbacks: Callback[] = [],
   ) {}
 
   private get checkpointDir(): string {
@@ -132,7 +134,7 @@ export class Trainer {
     const totalSteps = maxEpochs * stepsPerEpoch;
     const stopAt = Math.min(totalSteps, maxSteps ?? Infinity);
     const progress: Progress = { epoch: 0, step: 0, batchInEpoch: 0, totalSteps };
-    const callbacks = this.strategy.isGlobalZero ? (this.options.callbacks ?? []) : [];
+    const callbacks = this.strategy.isGlobalZero ? this.callbacks : [];
     const loggers = this.strategy.isGlobalZero ? this.loggers : [];
 
     this.strategy.setup(module.model);

@@ -1,7 +1,7 @@
 /**
  * The Cholesky factor and the lower-triangular solve (src/core/linalg.ts): PyTorch parity of
  * values and autograd gradients (tests/fixtures/core/linalg-torch.json, float64, written by
- * scripts/gen_zoo2_loss_fixtures.py), closed forms, finite-difference gradient checks, which
+ * scripts/gen_linalg_fixtures.py), closed forms, finite-difference gradient checks, which
  * triangle is read, and the errors.
  */
 import assert from 'node:assert/strict';

@@ -4,9 +4,8 @@
  *   epoch and the clustering at the next epoch start equal the one-process ones (bank and
  *   assignments exactly; prototypes to float32 round-off), and a per-rank bank and k-means
  *   (the negative control) does not;
- * - the loss: per-rank losses average to the float64 PyTorch reference, local-row gradients / W
- *   match its gradient rows, and per-rank means (the negative control) do not on the case
- *   where the ranks hold different numbers of clustered rows;
+ * - (the loss against its float64 PyTorch reference cases, with its per-rank-mean negative
+ *   control, is in tests/distributed/losses.full.test.ts with every other loss;)
  * - `ssl-train verify` crossing two epoch boundaries (k-means twice) and a 2-rank training run
  *   against the one-process checkpoint (memory state included).
  */
@@ -14,7 +13,6 @@ import { strict as assert } from 'node:assert';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { deepClusterCases, rankRows } from '../losses/deepclusterv2-cases.js';
 import { runCli, tempDir } from '../helpers/run.js';
 import { checkpointTensors, worstRelative } from './checkpoints.js';
 import { expectAllOk, freshDir, relativeError, runRanks, SMALL_PROJECTOR, SMALL_RUN } from './helpers.js';
@@ -69,31 +67,6 @@ describe('DeepCluster v2: W ranks hold the one-process memory bank, clusters and
           assert.notDeepEqual(o.perRank.assignments, o.reference.assignments, `rank ${rank}`);
           assert.ok(relativeError(o.perRank.prototypes!, o.reference.prototypes!) > 1e-3, `rank ${rank}: prototypes`);
         }
-      });
-
-      for (const c of deepClusterCases()) {
-        it(`loss (${c.name}): the mean of the ranks' losses and the local-row gradients / W match PyTorch (1e-5)`, () => {
-          const mean = outcomes.reduce((sum, o) => sum + o.losses[c.name]!.loss, 0) / W;
-          assert.ok(Math.abs(mean - c.loss) <= 1e-5 * Math.abs(c.loss), `${mean} vs ${c.loss}`);
-          outcomes.forEach((o, rank) => {
-            o.losses[c.name]!.grads.forEach((g, h) => {
-              const expected = rankRows(c.grads[h]!, c, rank, W);
-              assert.ok(
-                relativeError(
-                  g.map((x) => x / W),
-                  expected,
-                ) <= 1e-5,
-                `rank ${rank}, head ${h}`,
-              );
-            });
-          });
-        });
-      }
-
-      it('negative control: per-rank means of the loss differ from the global one when ranks hold different counts of clustered rows', () => {
-        const c = deepClusterCases().find((x) => x.name === 'lopsided')!;
-        const mean = outcomes.reduce((sum, o) => sum + o.localLosses[c.name]!, 0) / W;
-        assert.ok(Math.abs(mean - c.loss) > 1e-3, `${mean} vs ${c.loss}`);
       });
     });
   }

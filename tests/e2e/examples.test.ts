@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tempDir } from '../helpers/run.js';
@@ -56,20 +56,5 @@ describe("the README's examples run as written", function () {
         JSON.stringify(row),
       );
     }
-  });
-
-  it('injecting a logger and a callback: examples/inject.js trains with both, and the run directory is kept', () => {
-    const runDir = join(tempDir(), 'run');
-    const r = run('inject.js', [runDir]);
-    assert.equal(r.status, 0, r.stderr);
-    assert.match(r.stdout, /^epoch 1: kNN top-1 0\.\d{3}$/m, 'the injected callback ran');
-    assert.match(r.stdout, /^epoch 2: kNN top-1 0\.\d{3}$/m);
-    const memory = /^success: (\d+) losses logged/m.exec(r.stdout);
-    assert.ok(memory, r.stdout);
-    assert.equal(Number(memory[1]), 8, 'the injected logger got every step (256 / 64 x 2 epochs)');
-    assert.ok(
-      existsSync(join(runDir, 'summary.json')) && existsSync(join(runDir, 'metrics.jsonl')),
-      'the run-directory logger registered beside it still wrote',
-    );
   });
 });

@@ -12,7 +12,7 @@ import { resolvePretrained } from '../../src/experiment/pretrained.js';
 import { prepareExperiment } from '../../src/experiment/experiment.js';
 import { runTraining } from '../../src/experiment/train.js';
 import type { BaseMethod } from '../../src/methods/base.js';
-import { SingleDeviceStrategy, STRATEGY } from '../../src/trainer/strategy.js';
+import { registerStrategy, SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 import { tempDir } from '../helpers/run.js';
 
 const SMOKE: TrainConfigInput = {
@@ -45,8 +45,8 @@ class CapturingStrategy extends SingleDeviceStrategy {
 async function firstStep(input: TrainConfigInput, images: () => Tensor): Promise<CapturingStrategy> {
   const strategy = new CapturingStrategy(images);
   const scope = container.createChildContainer();
-  scope.registerInstance(STRATEGY, strategy);
-  await runTraining(buildConfig({ ...SMOKE, maxSteps: 1, epochs: 1, ...input }), { container: scope, callbacks: [] });
+  registerStrategy('capturing', { useFactory: () => strategy }, scope);
+  await runTraining(buildConfig({ ...SMOKE, maxSteps: 1, epochs: 1, strategy: 'capturing', ...input }), { container: scope, callbacks: [] });
   return strategy;
 }
 

@@ -106,7 +106,7 @@ describe('losses/barlowTwinsLoss', () => {
     assert.ok(halvedError > 0.3, `a halved gradient was not caught (${halvedError})`);
   });
 
-  // W > 1 (real processes): tests/distributed/losses.test.ts.
+  // W > 1 (real processes): tests/distributed/losses.full.test.ts.
   it('rejects bad options and mismatched shapes', () => {
     const rng = new Rng(4);
     tf.tidy(() => {

@@ -1,13 +1,13 @@
 /**
- * Unit tests of DeepCluster v2's loss (against the float64 PyTorch reference of
- * scripts/gen_deepclusterv2_fixtures.py, one process) and of the spherical k-means (closed
- * forms on the circle, empty clusters, input checks). The W-rank runs are in
- * tests/distributed/deepclusterv2.test.ts.
+ * Unit tests of DeepCluster v2's loss (its edge cases; its float64 PyTorch reference cases,
+ * `deepclusterv2` and `deepclusterv2-lopsided`, are checked with every other loss by
+ * tests/losses/cases.test.ts) and of the spherical k-means (closed forms on the circle, empty
+ * clusters, input checks). The W-rank runs are in tests/distributed/deepclusterv2.test.ts and
+ * tests/distributed/losses.full.test.ts.
  */
 import assert from 'node:assert/strict';
 import { tf } from '../../src/core/tf.js';
 import { deepClusterV2Loss, sphericalKMeans } from '../../src/losses/index.js';
-import { deepClusterCases, lossAndGrads } from './deepclusterv2-cases.js';
 import { useCpuEngine } from './helpers.js';
 
 function close(actual: ArrayLike<number>, expected: ArrayLike<number>, tolerance: number, what: string): void {
@@ -24,14 +24,6 @@ function circle(...degrees: number[]): Float32Array {
 
 describe('deepClusterV2Loss', () => {
   before(useCpuEngine);
-
-  for (const c of deepClusterCases()) {
-    it(`equals solo-learn's loss and its gradient in float64 PyTorch (${c.name})`, () => {
-      const { loss, grads } = lossAndGrads(c, 0, 1);
-      close([loss], [c.loss], 1e-5, 'loss');
-      grads.forEach((g, h) => close(g, c.grads[h]!, 1e-5, `grad head ${h}`));
-    });
-  }
 
   it('is 0 with gradient 0 when no sample has a cluster (epoch 0)', () => {
     const s = tf.randomNormal([6, 4]) as tf.Tensor2D;

@@ -10,11 +10,13 @@ import { tf, type Scalar, type Tensor } from '../../src/core/tf.js';
 
 /** The repository root (tests run from dist/tests/losses). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-/** tests/fixtures/losses: the cases `case-*.json` of scripts/gen_loss_fixtures.py, the example case, and the `zoo-*.json` files of scripts/gen_zoo_loss_fixtures.py. */
+/** tests/fixtures/losses: the cases of scripts/gen_loss_cases.py and the example case. */
 export const FIXTURE_DIR = join(REPO_ROOT, 'tests/fixtures/losses');
+/** Every loss of the zoo, `ssl-loss-oracle/2` (scripts/gen_loss_cases.py, float64 PyTorch). */
+export const CASES_FILE = join(FIXTURE_DIR, 'cases.json');
 /**
- * The example case of docs/loss-case.md (N = 6, D = 5, temperature 0.5), made by another
- * implementation than scripts/gen_loss_fixtures.py (whose `--check` recomputes it).
+ * The example case of the first format, `ssl-loss-oracle/1` (N = 6, D = 5, temperature 0.5:
+ * SimCLR, Barlow Twins, BYOL, VICReg), made by another implementation than ours.
  */
 export const EXAMPLE_CASE = join(FIXTURE_DIR, 'loss-case-example.json');
 

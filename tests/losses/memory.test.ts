@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { tf, type Scalar, type Tensor } from '../../src/core/tf.js';
 import { barlowTwinsLoss, barlowTwinsLossWithTerms, byolLoss, ntXentLoss, VICREG_DEFAULTS, vicregLoss, vicregLossWithTerms } from '../../src/losses/index.js';
-import { checkLossCase, loadLossCase } from '../../src/verify/index.js';
-import { EXAMPLE_CASE, randn, Rng, useCpuEngine } from './helpers.js';
+import { checkLossCases, loadLossCases } from '../../src/verify/index.js';
+import { CASES_FILE, EXAMPLE_CASE, randn, Rng, useCpuEngine } from './helpers.js';
 
 describe('losses: no leaked tensors', () => {
   before(useCpuEngine);
@@ -29,16 +29,16 @@ describe('losses: no leaked tensors', () => {
     });
   }
 
-  it('the *WithTerms variants and checkLossCase leave nothing behind', () => {
+  it('the *WithTerms variants and checkLossCases (every case) leave nothing behind', () => {
     const rng = new Rng(2);
     const [a, b] = [randn(rng, 5, 3), randn(rng, 5, 3)];
-    const c = loadLossCase(EXAMPLE_CASE);
+    const files = [loadLossCases(EXAMPLE_CASE), loadLossCases(CASES_FILE)];
     const before = tf.memory().numTensors;
     const t1 = barlowTwinsLossWithTerms(a, b, { lambd: 0.0051, scale: 0.1 });
     const t2 = vicregLossWithTerms(a, b, VICREG_DEFAULTS);
     assert.equal(tf.memory().numTensors, before + 7);
     tf.dispose([t1.loss, t1.onDiag, t1.offDiag, t2.loss, t2.invariance, t2.variance, t2.covariance]);
-    checkLossCase(c);
+    for (const file of files) checkLossCases(file);
     assert.equal(tf.memory().numTensors, before);
     tf.dispose([a, b]);
   });

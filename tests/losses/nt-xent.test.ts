@@ -119,7 +119,7 @@ describe('losses/ntXentLoss', () => {
     assert.deepEqual(posCols, [6, 7, 2, 3]);
   });
 
-  // W > 1 (real processes): tests/distributed/losses.test.ts.
+  // W > 1 (real processes): tests/distributed/losses.full.test.ts.
   it('accepts a one-process group (same value as no group)', () => {
     const rng = new Rng(5);
     tf.tidy(() => {

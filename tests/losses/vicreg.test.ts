@@ -95,7 +95,7 @@ describe('losses/vicregLoss', () => {
     assert.ok(halvedError > 0.3, `a halved gradient was not caught (${halvedError})`);
   });
 
-  // W > 1 (real processes): tests/distributed/losses.test.ts.
+  // W > 1 (real processes): tests/distributed/losses.full.test.ts.
   it('refuses N < 2', () => {
     const rng = new Rng(6);
     tf.tidy(() => {

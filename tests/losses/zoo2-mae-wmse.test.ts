@@ -2,7 +2,7 @@
  * Unit tests of the MAE loss (patchify, masking, per-patch normalisation) and of W-MSE (the
  * whitening of sub-batches and the loss): closed forms, float64 loops, invariances, finite
  * differences, and the input checks. The PyTorch references and the W-rank runs are in
- * zoo2-fixtures.test.ts and tests/distributed/zoo2-losses.test.ts.
+ * cases.test.ts and tests/distributed/losses.full.test.ts.
  */
 import assert from 'node:assert/strict';
 import { UserError } from '../../src/core/errors.js';

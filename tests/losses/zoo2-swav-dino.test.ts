@@ -3,7 +3,7 @@
  * its centre: properties and closed forms, independent float64 loops (solo-learn's Sinkhorn
  * with all its normalisations; the pair loops), invariances, constants with exactly zero
  * gradient, finite-difference gradients, and the input checks. The PyTorch references and the
- * W-rank runs are in zoo2-fixtures.test.ts and tests/distributed/zoo2-losses.test.ts.
+ * W-rank runs are in cases.test.ts and tests/distributed/losses.full.test.ts.
  */
 import assert from 'node:assert/strict';
 import { UserError } from '../../src/core/errors.js';

@@ -2,6 +2,8 @@ import 'reflect-metadata';
 /**
  * One rank of a short `Trainer.fit` over a tiny model, with DDP over real Gloo (or, with
  * worldSize 1, the one-process strategy), for the DDP contract tests (ddp-contract.test.ts).
+ * The trainer is resolved from a container, as a run resolves it: the strategy by its
+ * registered name, DDP injected the process group and its options.
  *
  * Model: x [B, 4] -> Linear(4, 6) -> (BatchNorm(6)) -> ReLU -> Linear(6, 3) = z, and two
  * extra parameters: `gate` [3], used only when the batch holds a sample flagged 1, and
@@ -24,16 +26,17 @@ import 'reflect-metadata';
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { container } from 'tsyringe';
 import { initEngine } from '../../../src/core/engine.js';
 import { BatchNorm, Linear } from '../../../src/core/layers.js';
 import { Module } from '../../../src/core/module.js';
 import { Rng } from '../../../src/core/random.js';
 import { tf, type Scalar, type Tensor, type Variable } from '../../../src/core/tf.js';
-import { DdpStrategy } from '../../../src/distributed/ddp.js';
+import { DDP_OPTIONS, DdpStrategy } from '../../../src/distributed/ddp.js';
 import { createOptimizer, toNamedParams } from '../../../src/optim/index.js';
 import type { DataSource, TrainingModule } from '../../../src/trainer/interfaces.js';
-import { SingleDeviceStrategy, type Strategy } from '../../../src/trainer/strategy.js';
-import { Trainer } from '../../../src/trainer/trainer.js';
+import { PROCESS_GROUP, resolveStrategy, STRATEGY } from '../../../src/trainer/strategy.js';
+import { Trainer, TRAINER_OPTIONS, type TrainerOptions } from '../../../src/trainer/trainer.js';
 import { seededFloats } from '../io.js';
 import { type BaseSpec, joinGroup, readArgs, run } from './common.js';
 
@@ -115,20 +118,17 @@ run(async () => {
 
   const beforeSetup = stateOf(model);
   let afterSetup: Record<string, number[]> = {};
-  let strategy: Strategy;
-  if (W > 1) {
-    const group = await joinGroup(spec, rank);
-    const ddp = new DdpStrategy(group, { syncBatchNorm: true });
-    const setup = ddp.setup.bind(ddp);
-    ddp.setup = (m: Module) => {
-      setup(m);
-      afterSetup = stateOf(m);
-    };
-    strategy = ddp;
-  } else {
-    strategy = new SingleDeviceStrategy();
-    afterSetup = stateOf(model);
-  }
+  const scope = container.createChildContainer();
+  const group = W > 1 ? await joinGroup(spec, rank) : undefined;
+  if (group) scope.registerInstance(PROCESS_GROUP, group);
+  scope.registerInstance(DDP_OPTIONS, { syncBatchNorm: true });
+  const strategy = resolveStrategy(scope, group ? 'ddp' : 'single');
+  const setup = strategy.setup.bind(strategy);
+  strategy.setup = (m: Module) => {
+    setup(m);
+    afterSetup = stateOf(m);
+  };
+  scope.registerInstance(STRATEGY, strategy);
 
   const task: TrainingModule<Batch> = {
     model,
@@ -165,7 +165,7 @@ run(async () => {
     close: async () => undefined,
   };
 
-  const trainer = new Trainer(strategy, [], {
+  const options: TrainerOptions = {
     maxEpochs: 1,
     maxSteps: spec.steps,
     accumulateGradBatches: spec.accumulate,
@@ -174,11 +174,13 @@ run(async () => {
     checkpointEvery: 0,
     runDir: join(spec.dir, `run-${rank}`),
     config: {},
-  });
-  const fit = await trainer.fit(task, data);
+  };
+  scope.registerInstance(TRAINER_OPTIONS, options);
+  const fit = await scope.resolve(Trainer).fit(task, data);
   const stats = strategy instanceof DdpStrategy ? strategy.stats : undefined;
   const out = { rank, beforeSetup, afterSetup, final: stateOf(model), stats, losses: fit.losses, steps: fit.progress.step };
   writeFileSync(join(spec.dir, `rank-${rank}.json`), JSON.stringify(out));
   strategy.teardown();
+  group?.close();
   return { rank, file: join(spec.dir, `rank-${rank}.json`) };
 });

@@ -7,8 +7,6 @@
  *   epoch 1 over the group: its bank, written epochs, assignments and prototypes;
  * - `perRank`: the negative control: the same, each rank keeping and clustering only its own
  *   rows (a SingleProcessGroup: no gather, no all-reduce);
- * - `losses`: each fixture case's loss and local-row gradients over the group, and `localLosses`
- *   with per-rank means (a SingleProcessGroup, the negative control);
  * - `leaked`: tensors allocated and not freed by all of the above.
  */
 import { initEngine } from '../../../src/core/engine.js';
@@ -17,7 +15,6 @@ import { l2NormalizeRows } from '../../../src/core/ops.js';
 import { Rng } from '../../../src/core/random.js';
 import { tf } from '../../../src/core/tf.js';
 import { ClusterMemory } from '../../../src/methods/cluster-memory.js';
-import { deepClusterCases, lossAndGrads } from '../../losses/deepclusterv2-cases.js';
 import { type BaseSpec, joinGroup, readArgs, run } from './common.js';
 
 /** The bank's shape in the test: 36 samples, 2 views of 4 values, 2 heads of 3 prototypes; 3 global batches of 12. */
@@ -32,8 +29,6 @@ export interface DeepClusterWorkerResult {
   reference: MemoryState;
   memory: MemoryState;
   perRank: MemoryState;
-  losses: Record<string, { loss: number; grads: number[][] }>;
-  localLosses: Record<string, number>;
   leaked: number;
 }
 
@@ -73,15 +68,8 @@ run(async () => {
   const reference = clusterOneEpoch(single, 0, 1);
   const memory = clusterOneEpoch(group, rank, W);
   const perRank = clusterOneEpoch(single, rank, W, single);
-  const losses: DeepClusterWorkerResult['losses'] = {};
-  const localLosses: DeepClusterWorkerResult['localLosses'] = {};
-  for (const c of deepClusterCases()) {
-    const { loss, grads } = lossAndGrads(c, rank, W, group);
-    losses[c.name] = { loss, grads: grads.map((g) => Array.from(g)) };
-    localLosses[c.name] = lossAndGrads(c, rank, W, single).loss;
-  }
   const leaked = tf.memory().numTensors - before;
   group.close();
-  const result: DeepClusterWorkerResult = { reference, memory, perRank, losses, localLosses, leaked };
+  const result: DeepClusterWorkerResult = { reference, memory, perRank, leaked };
   return result;
 });

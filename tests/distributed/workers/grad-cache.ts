@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 /**
- * One rank of a short training run through `runTraining` with an injected DDP strategy
- * over an instrumented process group, with or without the gradient cache. Rank 0 reports
+ * One rank of a short training run through `runTraining` with DDP (registered under another
+ * name, to keep hold of it) over an injected, instrumented process group, with or without the
+ * gradient cache. Rank 0 reports
  * the final model (from last.ckpt) and every rank its collective counts.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -13,7 +14,7 @@ import { tf } from '../../../src/core/tf.js';
 import { DdpStrategy } from '../../../src/distributed/ddp.js';
 import { SingleProcessGroup, type ProcessGroup } from '../../../src/core/process-group.js';
 import { loadCheckpoint } from '../../../src/trainer/checkpoint.js';
-import { STRATEGY } from '../../../src/trainer/strategy.js';
+import { PROCESS_GROUP, registerStrategy } from '../../../src/trainer/strategy.js';
 import { joinGroup, readArgs, run, type BaseSpec } from './common.js';
 
 interface Spec extends BaseSpec {
@@ -48,9 +49,10 @@ run(async () => {
   const { spec, rank } = readArgs<Spec>();
   const inner = spec.worldSize > 1 ? await joinGroup(spec, rank) : new SingleProcessGroup();
   const counts: Record<Op, number> = { allReduce: 0, allGather: 0, reduceScatter: 0, broadcast: 0, barrier: 0 };
-  const strategy = new DdpStrategy(counting(inner, counts), { syncBatchNorm: true });
   const scope = container.createChildContainer();
-  scope.registerInstance(STRATEGY, strategy);
+  scope.registerInstance(PROCESS_GROUP, counting(inner, counts));
+  let strategy: DdpStrategy | undefined;
+  registerStrategy('counted-ddp', { useFactory: (c) => (strategy = c.resolve(DdpStrategy)) }, scope);
   const runDir = join(spec.dir, `run-${spec.chunk ?? 'plain'}`);
   const config = buildConfig({
     method: spec.method,
@@ -67,11 +69,13 @@ run(async () => {
     valEvery: 0,
     backend: 'cpu',
     runDir,
+    strategy: 'counted-ddp',
     gradCacheChunk: spec.chunk,
     methodArgs: spec.methodArgs,
   });
   // Count only the training steps: setup broadcasts happen before.
   await runTraining(config, { container: scope, callbacks: [] });
+  inner.close();
   // The model goes to a file: a multi-megabyte stdout line can be cut off at process.exit.
   let modelFile: string | undefined;
   let trainMetrics: Record<string, number> | undefined;
@@ -89,5 +93,5 @@ run(async () => {
     modelFile = join(spec.dir, 'model.json');
     writeFileSync(modelFile, JSON.stringify(model));
   }
-  return { rank, counts, gradientAllReduces: strategy.stats.gradientAllReduces, modelFile, trainMetrics };
+  return { rank, counts, gradientAllReduces: strategy?.stats.gradientAllReduces, modelFile, trainMetrics };
 });

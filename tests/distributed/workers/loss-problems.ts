@@ -1,6 +1,6 @@
 /**
- * Shared by the distributed loss tests (tests/distributed/losses.test.ts) and their worker
- * (workers/losses.ts): the losses of a reference case as functions of this rank's rows, the
+ * Shared by the distributed loss tests (tests/distributed/losses.full.test.ts) and their worker
+ * (workers/loss-cases.ts): the losses of a reference case as functions of this rank's rows, the
  * shared linear map θ that stands in for a network (so that DDP's parameter-gradient
  * averaging can be checked), and deliberately WRONG distributed variants used only as
  * negative controls (they live here, in the tests, never in src).
@@ -8,33 +8,50 @@
 import { type Scalar, type Tensor, tf } from '../../../src/core/tf.js';
 import type { ProcessGroup } from '../../../src/core/process-group.js';
 import { Rng } from '../../../src/core/random.js';
-import { barlowTwinsLoss, byolLoss, ntXentLoss, vicregLoss, l2NormalizeRows } from '../../../src/losses/index.js';
-import { type LossCase, type LossCaseHyper } from '../../../src/verify/index.js';
+import { ntXentLoss, l2NormalizeRows } from '../../../src/losses/index.js';
+import { caseLossSpec, rankSlice, type LossCase } from '../../../src/verify/index.js';
 import { allGather } from '../../../src/distributed/collectives.js';
 import { detach } from '../../../src/core/ops.js';
 
-/** The four losses of a case file. */
+/** The four losses whose DDP-averaged θ gradient the test checks (cases of the same names in cases.json). */
 export const LOSS_NAMES = ['simclr', 'barlow', 'byol', 'vicreg'] as const;
 /** The wrong variants (negative controls). */
 export const WRONG_VARIANTS = ['simclr-local-offset', 'simclr-local-slice-gather', 'barlow-solo-learn'] as const;
 export type Variant = (typeof LOSS_NAMES)[number] | (typeof WRONG_VARIANTS)[number];
+
+/** The case (of tests/fixtures/losses/cases.json) each variant runs on and is checked against. */
+export const VARIANT_CASE: Record<Variant, (typeof LOSS_NAMES)[number]> = {
+  simclr: 'simclr',
+  barlow: 'barlow',
+  byol: 'byol',
+  vicreg: 'vicreg',
+  'simclr-local-offset': 'simclr',
+  'simclr-local-slice-gather': 'simclr',
+  'barlow-solo-learn': 'barlow',
+};
 
 /** Inputs each variant takes, in order. */
 export function inputNames(variant: Variant): string[] {
   return variant === 'byol' ? ['p1', 'p2', 'z1', 'z2'] : ['z1', 'z2'];
 }
 
-function hyper(h: LossCaseHyper, key: string): number {
-  const v = h[key];
+function hyper(c: LossCase, key: string): number {
+  const v = c.hyper[key];
   if (v === undefined) throw new Error(`hyper.${key} missing`);
   return v;
 }
 
-/** Rows `first .. first+count−1` of input `k` of the case: `[count, D]`. */
-export function caseRows(c: LossCase, k: string, first: number, count: number): tf.Tensor2D {
-  const m = c.inputs[k];
-  if (!m) throw new Error(`inputs.${k} missing`);
-  return tf.tensor2d(m.slice(first, first + count), [count, c.D], 'float32');
+/** The width D of the case's `[N, D]` inputs. */
+export function caseWidth(c: LossCase): number {
+  return c.inputs.z1!.shape[1]!;
+}
+
+/** Rank `rank` of `worldSize`'s rows of input `k` of the case: `[B, D]`. */
+export function caseRows(c: LossCase, k: string, rank: number, worldSize: number): tf.Tensor2D {
+  const t = c.inputs[k];
+  if (!t) throw new Error(`inputs.${k} missing`);
+  const { shape, data } = rankSlice(t, rank, worldSize);
+  return tf.tensor2d(data, shape as [number, number], 'float32');
 }
 
 /** A seeded `[D, D]` map near the identity (the "network" shared by every rank). */
@@ -47,34 +64,22 @@ export function thetaValues(d: number, seed = 4242): Float32Array {
 
 /** The loss `variant` of this rank's inputs (`xs` in {@link inputNames} order). */
 export function runVariant(variant: Variant, c: LossCase, xs: tf.Tensor2D[], group: ProcessGroup | undefined): Scalar {
-  const h = c.hyper;
-  const [a, b, p, q] = xs as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D, tf.Tensor2D];
+  const [a, b] = xs as [tf.Tensor2D, tf.Tensor2D];
   switch (variant) {
     case 'simclr':
-      return ntXentLoss(a, b, { temperature: hyper(h, 'temperature') }, group);
     case 'barlow':
-      return barlowTwinsLoss(a, b, { lambd: hyper(h, 'lambd'), scale: hyper(h, 'scale'), eps: hyper(h, 'bt_eps') }, group);
     case 'byol':
-      return byolLoss(a, b, p, q, group);
-    case 'vicreg':
-      return vicregLoss(
-        a,
-        b,
-        {
-          simWeight: hyper(h, 'sim_w'),
-          varWeight: hyper(h, 'var_w'),
-          covWeight: hyper(h, 'cov_w'),
-          gamma: hyper(h, 'gamma'),
-          eps: hyper(h, 'vic_eps'),
-        },
-        group,
-      );
+    case 'vicreg': {
+      const named = Object.fromEntries(inputNames(variant).map((k, i) => [k, xs[i]!]));
+      const out = caseLossSpec(variant)!.run(c, named, group);
+      return 'loss' in out ? out.loss : out;
+    }
     case 'simclr-local-offset':
-      return wrongNtXent(a, b, hyper(h, 'temperature'), group, 'local-offset');
+      return wrongNtXent(a, b, hyper(c, 'temperature'), group, 'local-offset');
     case 'simclr-local-slice-gather':
-      return wrongNtXent(a, b, hyper(h, 'temperature'), group, 'local-slice-gather');
+      return wrongNtXent(a, b, hyper(c, 'temperature'), group, 'local-slice-gather');
     case 'barlow-solo-learn':
-      return soloLearnBarlow(a, b, hyper(h, 'lambd'), hyper(h, 'scale'), hyper(h, 'bt_eps'), group);
+      return soloLearnBarlow(a, b, hyper(c, 'lambd'), hyper(c, 'scale'), hyper(c, 'eps'), group);
   }
 }
 
@@ -177,13 +182,15 @@ export interface VariantResult {
 }
 
 /**
- * Evaluates `variant` on rows `first .. first+count−1` of the case: the loss and its
- * gradients w.r.t. the raw inputs, and w.r.t. θ when every input is replaced by `input · θ`.
+ * Evaluates `variant` on rank `rank` of `worldSize`'s rows of the case (`c`: the case of the
+ * loss the variant computes): the loss and its gradients w.r.t. the raw inputs, and w.r.t. θ
+ * when every input is replaced by `input · θ`.
  */
-export function evaluateVariant(variant: Variant, c: LossCase, first: number, count: number, group: ProcessGroup | undefined): VariantResult {
+export function evaluateVariant(variant: Variant, c: LossCase, rank: number, worldSize: number, group: ProcessGroup | undefined): VariantResult {
   const names = inputNames(variant);
-  const xs = names.map((k) => caseRows(c, k, first, count));
-  const theta = tf.tensor2d(thetaValues(c.D), [c.D, c.D]);
+  const xs = names.map((k) => caseRows(c, k, rank, worldSize));
+  const d = caseWidth(c);
+  const theta = tf.tensor2d(thetaValues(d), [d, d]);
   try {
     const f = (...a: Tensor[]) => runVariant(variant, c, a as tf.Tensor2D[], group);
     const { value, grads } = tf.valueAndGrads(f)(xs);

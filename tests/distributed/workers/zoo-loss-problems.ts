@@ -1,6 +1,6 @@
 /**
  * Deliberately WRONG distributed variants of zoo losses, used only as negative controls by
- * tests/distributed/zoo-losses.test.ts (they live here, in the tests, never in src):
+ * tests/distributed/losses.full.test.ts (they live here, in the tests, never in src):
  * - `nnclr-local-targets`: NNCLR with the target of local row i at column i (as if there were
  *   one rank) instead of rank·B + i;
  * - `dclw-local-softmax`: DCLW with lightly's weights, 2 − B·softmax over the LOCAL batch.
@@ -9,13 +9,13 @@ import { type Scalar, type Tensor, tf } from '../../../src/core/tf.js';
 import type { ProcessGroup } from '../../../src/core/process-group.js';
 import { detach } from '../../../src/core/ops.js';
 import { batchLayout, gatherRows, l2NormalizeRows, MASKED_LOGIT } from '../../../src/losses/index.js';
-import type { ZooCase, ZooLoss } from '../../losses/zoo-cases.js';
+import type { CaseLossFn, CaseTensors, LossCase } from '../../../src/verify/index.js';
 
 export const ZOO_WRONG_VARIANTS = ['nnclr-local-targets', 'dclw-local-softmax'] as const;
 export type ZooWrongVariant = (typeof ZOO_WRONG_VARIANTS)[number];
 
-/** The loss whose reference file each wrong variant is checked against. */
-export const WRONG_VARIANT_OF: Record<ZooWrongVariant, ZooLoss> = {
+/** The case each wrong variant is checked against. */
+export const WRONG_VARIANT_OF: Record<ZooWrongVariant, string> = {
   'nnclr-local-targets': 'nnclr',
   'dclw-local-softmax': 'dclw',
 };
@@ -26,7 +26,7 @@ function oneHot(cols: number[], width: number): Tensor {
   return tf.oneHot(tf.tensor1d(cols, 'int32'), width);
 }
 
-function nnclrLocalTargets(c: ZooCase, x: Record<string, Tensor>, group: ProcessGroup | undefined): Scalar {
+function nnclrLocalTargets(c: LossCase, x: CaseTensors, group: ProcessGroup | undefined): Scalar {
   const layout = batchLayout('nnclr-local-targets', x.neighbours!.shape[0]!, group);
   return tf.tidy(() => {
     const nn = l2NormalizeRows(detach(x.neighbours as T2));
@@ -38,7 +38,7 @@ function nnclrLocalTargets(c: ZooCase, x: Record<string, Tensor>, group: Process
   });
 }
 
-function dclwLocalSoftmax(c: ZooCase, x: Record<string, Tensor>, group: ProcessGroup | undefined): Scalar {
+function dclwLocalSoftmax(c: LossCase, x: CaseTensors, group: ProcessGroup | undefined): Scalar {
   const layout = batchLayout('dclw-local-softmax', x.z1!.shape[0]!, group);
   const t = c.hyper.temperature!;
   return tf.tidy(() => {
@@ -63,7 +63,7 @@ function dclwLocalSoftmax(c: ZooCase, x: Record<string, Tensor>, group: ProcessG
   });
 }
 
-export const WRONG_VARIANTS: Record<ZooWrongVariant, (c: ZooCase, x: Record<string, Tensor>, group: ProcessGroup | undefined) => Scalar> = {
+export const WRONG_VARIANTS: Record<ZooWrongVariant, CaseLossFn> = {
   'nnclr-local-targets': nnclrLocalTargets,
   'dclw-local-softmax': dclwLocalSoftmax,
 };

@@ -1,0 +1,228 @@
+/**
+ * The losses a case file may name (`cases[i].loss`, docs/loss-case.md) and how each is called:
+ * which inputs, state and hyper-parameters it needs, and the call of the src/losses function
+ * on one rank's tensors (its slices of the batch inputs, all of the others and of the state).
+ */
+import type { ProcessGroup } from '../core/process-group.js';
+import { tf, type Scalar, type Tensor } from '../core/tf.js';
+import {
+  all4oneCentroidLoss,
+  all4oneFeatureLoss,
+  barlowTwinsLoss,
+  byolLoss,
+  dclLoss,
+  deepClusterV2Loss,
+  dinoLoss,
+  maeLoss,
+  mocoLoss,
+  mocov3Loss,
+  negativeCosineLoss,
+  nnclrLoss,
+  ntXentLoss,
+  resslLoss,
+  sinkhornKnopp,
+  supconLoss,
+  swavLoss,
+  vibcregLoss,
+  vicregLoss,
+  wmseLoss,
+} from '../losses/index.js';
+import type { LossCase } from './loss-case-format.js';
+
+/** One rank's tensors of a case by name: inputs (sliced) and state. */
+export type CaseTensors = Record<string, Tensor>;
+
+/** What a loss call returns: the scalar, or the scalar with outputs and the state after. */
+export type CaseLossValue = Scalar | { loss: Scalar; outputs?: Record<string, Tensor>; stateAfter?: Record<string, Tensor> };
+
+/** A loss of a case on one rank (the real one, or, in tests, a deliberately wrong variant). */
+export type CaseLossFn = (c: LossCase, x: CaseTensors, group: ProcessGroup | undefined) => CaseLossValue;
+
+/** What a loss needs of a case and how it is called. */
+export interface CaseLossSpec {
+  /** Input names it needs; `view#` means `view0`, `view1`, … (at least `numbered[prefix]` of them). */
+  inputs: readonly string[];
+  /** Minimum count of each numbered input (`view#`: 2). */
+  numbered?: Readonly<Record<string, number>>;
+  /** State entries it needs. */
+  state?: readonly string[];
+  hyper: readonly string[];
+  run: CaseLossFn;
+}
+
+type T2 = tf.Tensor2D;
+
+function h(c: LossCase, key: string): number {
+  const v = c.hyper[key];
+  if (v === undefined) throw new Error(`${c.name}: hyper.${key} missing (validateCaseForLoss should have caught it)`);
+  return v;
+}
+
+/** The tensors named `<prefix>0`, `<prefix>1`, … in order. */
+export function numberedTensors(x: CaseTensors, prefix: string): T2[] {
+  const names = Object.keys(x).filter((k) => k.startsWith(prefix) && /^\d+$/.test(k.slice(prefix.length)));
+  return names.sort((a, b) => Number(a.slice(prefix.length)) - Number(b.slice(prefix.length))).map((k) => x[k] as T2);
+}
+
+/** SwAV's assignments of the two global crops (with their queue scores where the state has them). */
+export function swavAssignments(c: LossCase, x: CaseTensors, group: ProcessGroup | undefined): T2[] {
+  const options = { epsilon: h(c, 'epsilon'), iterations: h(c, 'iterations') };
+  return numberedTensors(x, 'pred')
+    .slice(0, 2)
+    .map((p, g) => sinkhornKnopp(p, { ...options, queueScores: x[`queue${g}`] as T2 | undefined }, group));
+}
+
+const SPECS = {
+  simclr: { inputs: ['z1', 'z2'], hyper: ['temperature'], run: (c, x, g) => ntXentLoss(x.z1 as T2, x.z2 as T2, { temperature: h(c, 'temperature') }, g) },
+  barlow: {
+    inputs: ['z1', 'z2'],
+    hyper: ['lambd', 'scale', 'eps'],
+    run: (c, x, g) => barlowTwinsLoss(x.z1 as T2, x.z2 as T2, { lambd: h(c, 'lambd'), scale: h(c, 'scale'), eps: h(c, 'eps') }, g),
+  },
+  byol: { inputs: ['p1', 'p2', 'z1', 'z2'], hyper: [], run: (_c, x, g) => byolLoss(x.p1 as T2, x.p2 as T2, x.z1 as T2, x.z2 as T2, g) },
+  vicreg: {
+    inputs: ['z1', 'z2'],
+    hyper: ['simWeight', 'varWeight', 'covWeight', 'gamma', 'eps'],
+    run: (c, x, g) =>
+      vicregLoss(
+        x.z1 as T2,
+        x.z2 as T2,
+        { simWeight: h(c, 'simWeight'), varWeight: h(c, 'varWeight'), covWeight: h(c, 'covWeight'), gamma: h(c, 'gamma'), eps: h(c, 'eps') },
+        g,
+      ),
+  },
+  moco: {
+    inputs: ['query', 'key'],
+    state: ['queue'],
+    hyper: ['temperature'],
+    run: (c, x, g) => mocoLoss(x.query as T2, x.key as T2, x.queue as T2, { temperature: h(c, 'temperature') }, g),
+  },
+  mocov3: {
+    inputs: ['query', 'key'],
+    hyper: ['temperature'],
+    run: (c, x, g) => mocov3Loss(x.query as T2, x.key as T2, { temperature: h(c, 'temperature') }, g),
+  },
+  simsiam: { inputs: ['p', 'z'], hyper: [], run: (_c, x, g) => negativeCosineLoss(x.p as T2, x.z as T2, g) },
+  nnclr: {
+    inputs: ['neighbours', 'predictions'],
+    hyper: ['temperature'],
+    run: (c, x, g) => nnclrLoss(x.neighbours as T2, x.predictions as T2, { temperature: h(c, 'temperature') }, g),
+  },
+  supcon: {
+    inputs: ['view#', 'labels'],
+    numbered: { view: 2 },
+    hyper: ['temperature'],
+    run: (c, x, g) => supconLoss(numberedTensors(x, 'view'), x.labels as tf.Tensor1D, { temperature: h(c, 'temperature') }, g),
+  },
+  ressl: {
+    inputs: ['q', 'k'],
+    state: ['queue'],
+    hyper: ['temperatureQ', 'temperatureK'],
+    run: (c, x, g) => resslLoss(x.q as T2, x.k as T2, x.queue as T2, { temperatureQ: h(c, 'temperatureQ'), temperatureK: h(c, 'temperatureK') }, g),
+  },
+  dcl: {
+    inputs: ['z1', 'z2'],
+    hyper: ['temperature'],
+    run: (c, x, g) =>
+      dclLoss(x.z1 as T2, x.z2 as T2, { temperature: h(c, 'temperature'), ...(c.hyper.sigma === undefined ? {} : { sigma: c.hyper.sigma }) }, g),
+  },
+  swav: {
+    inputs: ['pred#'],
+    numbered: { pred: 2 },
+    hyper: ['temperature', 'epsilon', 'iterations'],
+    run: (c, x, g) => {
+      const assignments = swavAssignments(c, x, g);
+      const loss = swavLoss(numberedTensors(x, 'pred'), assignments, { temperature: h(c, 'temperature') }, g);
+      return { loss, outputs: Object.fromEntries(assignments.map((a, i) => [`assignments${i}`, a])) };
+    },
+  },
+  dino: {
+    inputs: ['student#', 'teacher#'],
+    numbered: { student: 2, teacher: 1 },
+    state: ['centre'],
+    hyper: ['studentTemperature', 'teacherTemperature', 'centreMomentum'],
+    run: (c, x, g) => {
+      const options = {
+        studentTemperature: h(c, 'studentTemperature'),
+        teacherTemperature: h(c, 'teacherTemperature'),
+        centreMomentum: h(c, 'centreMomentum'),
+      };
+      const { loss, centre } = dinoLoss(numberedTensors(x, 'student'), numberedTensors(x, 'teacher'), x.centre as tf.Tensor1D, options, g);
+      return { loss, stateAfter: { centre } };
+    },
+  },
+  mae: {
+    inputs: ['images', 'predictions', 'mask'],
+    hyper: ['patchSize', 'normPixLoss'],
+    run: (c, x, g) =>
+      maeLoss(x.images as tf.Tensor4D, x.predictions as tf.Tensor3D, x.mask as T2, { patchSize: h(c, 'patchSize'), normPixLoss: h(c, 'normPixLoss') === 1 }, g),
+  },
+  wmse: {
+    inputs: ['view#', 'permutations'],
+    numbered: { view: 2 },
+    hyper: ['whiteningSize', 'eps'],
+    run: (c, x, g) =>
+      wmseLoss(numberedTensors(x, 'view'), { whiteningSize: h(c, 'whiteningSize'), eps: h(c, 'eps'), permutations: (x.permutations as T2).arraySync() }, g),
+  },
+  vibcreg: {
+    inputs: ['z1', 'z2'],
+    hyper: ['simWeight', 'varWeight', 'covWeight'],
+    run: (c, x, g) => vibcregLoss(x.z1 as T2, x.z2 as T2, { simWeight: h(c, 'simWeight'), varWeight: h(c, 'varWeight'), covWeight: h(c, 'covWeight') }, g),
+  },
+  all4one: {
+    inputs: ['momentumZ1', 'momentumZ2', 'z1', 'z2'],
+    hyper: [],
+    run: (_c, x, g) => all4oneFeatureLoss(x.momentumZ1 as T2, x.momentumZ2 as T2, x.z1 as T2, x.z2 as T2, g),
+  },
+  'all4one-centroid': {
+    inputs: ['rich1', 'rich2', 'strange1', 'strange2'],
+    hyper: ['temperature'],
+    run: (c, x, g) =>
+      tf.tidy(() => {
+        const options = { temperature: h(c, 'temperature') };
+        const halves = [all4oneCentroidLoss(x.rich1 as T2, x.strange2 as T2, options, g), all4oneCentroidLoss(x.rich2 as T2, x.strange1 as T2, options, g)];
+        return tf.div(tf.addN(halves), 2) as Scalar;
+      }),
+  },
+  deepclusterv2: {
+    inputs: ['scores#', 'targets'],
+    numbered: { scores: 1 },
+    hyper: ['temperature'],
+    run: (c, x, g) =>
+      tf.tidy(() => {
+        // scores# [V, B, K] (views, this rank's samples, prototypes) -> [V·B, K]; targets [H, B].
+        const scores = numberedTensors(x, 'scores').map((s) => tf.reshape(s, [-1, s.shape[s.shape.length - 1]!]) as T2);
+        const targets = (x.targets as T2).arraySync().map((row) => Int32Array.from(row));
+        return deepClusterV2Loss(scores, targets, { temperature: h(c, 'temperature') }, g);
+      }),
+  },
+} satisfies Record<string, CaseLossSpec>;
+
+/** The losses a case may name (`cases[i].loss`); a case of another loss is reported as skipped. */
+export const CASE_LOSS_NAMES = Object.keys(SPECS) as CaseLossName[];
+export type CaseLossName = keyof typeof SPECS;
+
+/** The spec of `name`, or undefined when ssl-zoo has no such loss. */
+export function caseLossSpec(name: string): CaseLossSpec | undefined {
+  return Object.prototype.hasOwnProperty.call(SPECS, name) ? (SPECS as Record<string, CaseLossSpec>)[name] : undefined;
+}
+
+/**
+ * Why `c` cannot be run by its loss (a missing input, state entry or hyper-parameter, named as
+ * its field), or undefined when it can.
+ */
+export function caseProblem(c: LossCase, spec: CaseLossSpec): string | undefined {
+  for (const name of spec.inputs) {
+    if (name.endsWith('#')) {
+      const prefix = name.slice(0, -1);
+      const count = Object.keys(c.inputs).filter((k) => k.startsWith(prefix) && /^\d+$/.test(k.slice(prefix.length))).length;
+      const min = spec.numbered?.[prefix] ?? 1;
+      if (count < min) return `inputs.${prefix}0: the ${c.loss} loss needs ${prefix}0, ${prefix}1, … (at least ${min}), got ${count}`;
+    } else if (!(name in c.inputs)) {
+      return `inputs.${name}: missing (needed by the ${c.loss} loss)`;
+    }
+  }
+  for (const name of spec.state ?? []) if (!(name in c.state)) return `state.${name}: missing (needed by the ${c.loss} loss)`;
+  for (const name of spec.hyper) if (c.hyper[name] === undefined) return `hyper.${name}: missing (needed by the ${c.loss} loss)`;
+  return undefined;
+}
