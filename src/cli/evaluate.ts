@@ -4,6 +4,8 @@
  */
 import { Command, Option } from 'commander';
 import { invalidValue, UserError } from '../core/errors.js';
+import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
+import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { KNN_DISTANCES, type KnnDistance } from '../eval/knn.js';
 import { trainFlags } from '../experiment/config.js';
 import type { EvalDataOptions } from '../experiment/eval-model.js';
@@ -111,32 +113,66 @@ function linearCommand(): Command {
     .option('--finetune', 'train the backbone too (with the classifier, same optimizer)', false)
     .option('--train-samples <n>', 'training images used (0: all)', integer('--train-samples', 0), 0)
     .option('--val-samples <n>', 'test images evaluated (0: all)', integer('--val-samples', 0), 0)
-    .option('--run-dir <dir>', "this evaluation's run directory (default: runs/linear-<source>-<timestamp>)");
+    .option('--run-dir <dir>', "this evaluation's run directory (default: runs/linear-<source>-<timestamp>)")
+    .option('--resume <path|auto>', 'continue the evaluation in --run-dir from a checkpoint (auto: its newest valid one, or a fresh start)')
+    .option('--checkpoint-every-steps <n>', 'write checkpoints/last.ckpt every n steps (default: at every epoch end)', integer('--checkpoint-every-steps', 1))
+    .option('--log-every <n>', 'log the training loss and accuracy every n steps', integer('--log-every', 1), 10)
+    .option('--devices <n>', 'processes (ranks) on this machine, data-parallel: each trains on batch-size / n of every batch', integer('--devices', 1), 1)
+    .option(
+      '--timeout <seconds>',
+      "how long a collective waits for the other ranks (default: the pre-training run's)",
+      number('--timeout', 0, { exclusiveMin: true }),
+    );
   addConfigFlags(command, TRACKING_KEYS).action(async (runDir: string | undefined, opts: Record<string, unknown>) => {
     const source = sourceOf('linear', runDir, opts);
-    const result = await runLinearEval({
-      features: { kind: 'pretrained', source },
-      data: pick(opts, DATA_KEYS) as EvalDataOptions,
-      runDir: opts.runDir as string | undefined,
-      epochs: opts.epochs as number,
-      batchSize: opts.batchSize as number,
-      lr: opts.lr as number,
-      momentum: opts.momentum as number,
-      weightDecay: opts.weightDecay as number,
-      augmentation: opts.augmentation as LinearAugmentation,
-      finetune: opts.finetune as boolean,
-      seed: opts.seed as number,
-      trainSamples: opts.trainSamples as number,
-      valSamples: opts.valSamples as number,
-      tracking: pick(opts, TRACKING_KEYS) as TrackingOptions,
-      print: (line) => process.stderr.write(`ssl-train: ${line}\n`),
-    });
+    const devices = opts.devices as number;
+    const worker = workerEnv();
+    if (!worker && devices > 1) {
+      process.exitCode = await launchLinear(devices, opts.batchSize as number);
+      return;
+    }
+    const result = await runLinearEval(
+      {
+        features: { kind: 'pretrained', source },
+        data: pick(opts, DATA_KEYS) as EvalDataOptions,
+        runDir: opts.runDir as string | undefined,
+        resume: opts.resume as string | undefined,
+        checkpointEverySteps: opts.checkpointEverySteps as number | undefined,
+        logEvery: opts.logEvery as number,
+        timeout: opts.timeout as number | undefined,
+        epochs: opts.epochs as number,
+        batchSize: opts.batchSize as number,
+        lr: opts.lr as number,
+        momentum: opts.momentum as number,
+        weightDecay: opts.weightDecay as number,
+        augmentation: opts.augmentation as LinearAugmentation,
+        finetune: opts.finetune as boolean,
+        seed: opts.seed as number,
+        trainSamples: opts.trainSamples as number,
+        valSamples: opts.valSamples as number,
+        tracking: pick(opts, TRACKING_KEYS) as TrackingOptions,
+        print: (line) => process.stderr.write(`ssl-train: ${line}\n`),
+      },
+      { worker },
+    );
+    if (worker && worker.rank !== 0) return;
     const best = Math.max(...result.history.map((h) => h.val.top1));
     process.stdout.write(
       `${JSON.stringify({ runDir: result.runDir, epochs: result.history.length, 'val/acc1': result.final.val.top1, 'val/acc5': result.final.val.top5, 'val/best_acc1': best })}\n`,
     );
   });
   return command;
+}
+
+/**
+ * Runs this `linear` command line in `devices` worker processes (the launcher of pre-training:
+ * a fresh file rendezvous, rank 0's output here); resolves to the exit code. Refuses first what
+ * would fail on every rank: a batch that does not split evenly, a missing Gloo addon.
+ */
+function launchLinear(devices: number, batchSize: number): Promise<number> {
+  if (batchSize % devices !== 0) throw invalidValue('--batch-size', batchSize, `a multiple of --devices ${devices} (each rank gets batch-size / devices)`);
+  if (!isGlooAvailable()) loadGlooAddon(); // throws the user error that says how to install it
+  return launchWorkers({ nprocs: devices, numNodes: 1, nodeRank: 0, script: process.argv[1], args: process.argv.slice(2) });
 }
 
 function knnCommand(): Command {

@@ -1,11 +1,16 @@
 /**
  * Offline linear evaluation, as solo-learn's `main_linear.py`: a linear classifier (and,
  * when fine-tuning, the backbone) trained with SGD and a cosine learning rate on labelled
- * data, evaluated (top-1, top-5) on the validation set after every epoch.
+ * data, evaluated (top-1, top-5) on the validation set after every epoch. It is a
+ * {@link TrainingModule} the trainer runs (src/trainer), so it resumes from checkpoints,
+ * runs data-parallel on W ranks and stops at a non-finite step like pre-training.
  */
+import type { Module } from '../core/module.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import { Rng } from '../core/random.js';
-import { tf, type Scalar, type Tensor, type Variable } from '../core/tf.js';
-import { SGD, WarmupCosineSchedule, type NamedParam } from '../optim/index.js';
+import { tf, type Scalar, type Tensor } from '../core/tf.js';
+import { SGD, toNamedParams, WarmupCosineSchedule } from '../optim/index.js';
+import type { DataSource, TrainerOptimizer, TrainerScheduler, TrainingModule, TrainingStepOutput } from '../trainer/interfaces.js';
 import type { Accuracy } from './knn.js';
 
 /** A labelled set whose model inputs are made on demand (precomputed features, or image views). */
@@ -23,55 +28,75 @@ export interface LabelledSet {
 
 /** What is trained: inputs `[B, ...]` to logits `[B, K]`. */
 export interface LinearEvalModel {
+  /**
+   * The module checkpointed whole (e.g. the method: its backbone with the classifier); its
+   * trainable parameters are what the optimizer updates (freeze the others).
+   */
+  readonly module: Module;
   /** Logits `[B, K]`; `training` selects the train-mode forward (and the gradient tape). */
   logits(inputs: Tensor, training: boolean): Tensor;
-  /** The parameters the optimizer updates (the classifier; the backbone too when fine-tuning). */
-  trainableParameters(): NamedParam[];
 }
 
 /** Optimizer and schedule of a linear evaluation. */
 export interface LinearEvalSettings {
-  epochs: number;
-  /** Training batch; the last incomplete batch of an epoch is dropped (solo-learn's loader). */
-  batchSize: number;
   /** The applied lr (already scaled by batch / 256), annealed to 0 by a cosine over every step. */
   lr: number;
   momentum: number;
   weightDecay: number;
-  /** Seeds the shuffling of every epoch. */
-  seed: number;
-  /** Validation batch (default `batchSize`). */
-  evalBatchSize?: number;
+  /** Validation batch per rank. */
+  evalBatchSize: number;
 }
 
-/** What one epoch of linear evaluation gave. */
-export interface LinearEpoch {
-  /** Zero-based epoch. */
-  epoch: number;
-  /** Optimizer steps done after this epoch. */
-  step: number;
-  /** Mean cross-entropy of the epoch's training batches. */
-  trainLoss: number;
-  /** Training top-1 accuracy over the epoch's batches (as trained: augmented, train mode). */
-  trainAcc1: number;
-  /** Validation top-1 / top-5 in [0, 1]. */
-  val: Accuracy;
-  valLoss: number;
-  /** The lr of the epoch's last step. */
-  lr: number;
+/** One rank's share of a training batch: `inputs [B, ...]` (the data source disposes it after the step) and `labels [B]`. */
+export interface LinearBatch {
+  inputs: Tensor;
+  labels: Int32Array;
 }
 
-/** The number of optimizer steps of one epoch over `length` samples. */
+/** The number of optimizer steps of one epoch over `length` samples (the last incomplete batch is dropped). */
 export function linearStepsPerEpoch(length: number, batchSize: number): number {
   return Math.floor(length / batchSize);
 }
 
 /**
  * The cosine schedule of linear evaluation (solo-learn's `warmup_cosine` with no warmup):
- * `lr_k = lr * (1 + cos(pi * k / T)) / 2` at optimizer step k of T = epochs x steps per epoch.
+ * `lr_k = lr * (1 + cos(pi * k / T)) / 2` at optimizer step k of T = `totalSteps` (epochs x
+ * steps per epoch).
  */
-export function linearEvalSchedule(epochs: number, stepsPerEpoch: number): WarmupCosineSchedule {
-  return new WarmupCosineSchedule({ warmupSteps: 0, totalSteps: epochs * stepsPerEpoch, warmupStartLr: 0, minLr: 0 });
+export function linearEvalSchedule(totalSteps: number): WarmupCosineSchedule {
+  return new WarmupCosineSchedule({ warmupSteps: 0, totalSteps, warmupStartLr: 0, minLr: 0 });
+}
+
+/**
+ * The training batches of linear evaluation on this rank: every epoch a permutation of `set`
+ * keyed by (`seed`, epoch), cut into global batches of `globalBatch` samples (the last
+ * incomplete one dropped, as solo-learn's loader); rank r of W takes the r-th of the W equal
+ * contiguous slices of each, so W ranks together train on the batches of one process.
+ * Resumable from any batch index; each batch's input tensor is disposed when the next is asked for.
+ */
+export function linearTrainingData(set: LabelledSet, globalBatch: number, seed: number, group: ProcessGroup): DataSource<LinearBatch> {
+  const { rank, worldSize } = group;
+  if (globalBatch % worldSize !== 0) throw new RangeError(`batch size ${globalBatch} does not split over ${worldSize} ranks`);
+  const local = globalBatch / worldSize;
+  const perEpoch = linearStepsPerEpoch(set.length, globalBatch);
+  return {
+    batchSize: local,
+    numBatches: () => perEpoch,
+    async *batches(epoch, startBatch) {
+      const order = Rng.keyed(seed, epoch).permutation(set.length);
+      for (let b = startBatch; b < perEpoch; b++) {
+        const start = b * globalBatch + rank * local;
+        const indices = order.slice(start, start + local);
+        const inputs = await set.inputs(indices, epoch);
+        try {
+          yield { inputs, labels: Int32Array.from(indices, (i) => set.labels[i]) };
+        } finally {
+          inputs.dispose();
+        }
+      }
+    },
+    close: () => Promise.resolve(),
+  };
 }
 
 /**
@@ -99,86 +124,87 @@ function scoreLogits(logits: Tensor, labels: Int32Array): { top1: number; top5: 
   return { top1, top5, lossSum };
 }
 
-/** Top-1 / top-5 accuracy and mean cross-entropy of `model` (eval mode) on all of `set`, in batches. */
-export async function evaluateLinear(model: LinearEvalModel, set: LabelledSet, batchSize: number): Promise<{ accuracy: Accuracy; loss: number }> {
-  let top1 = 0;
-  let top5 = 0;
-  let lossSum = 0;
-  for (let start = 0; start < set.length; start += batchSize) {
-    const indices = Int32Array.from({ length: Math.min(batchSize, set.length - start) }, (_, i) => start + i);
+/**
+ * Top-1 / top-5 accuracy and mean cross-entropy of `model` (eval mode) on all of `set`, in
+ * batches. With a `group` of W ranks each scores a contiguous W-th of the set and the counts
+ * and loss sums are all-reduced, so every rank gets the figures of the whole set.
+ */
+export async function evaluateLinear(
+  model: LinearEvalModel,
+  set: LabelledSet,
+  batchSize: number,
+  group?: ProcessGroup,
+): Promise<{ accuracy: Accuracy; loss: number }> {
+  const worldSize = group?.worldSize ?? 1;
+  const per = Math.ceil(set.length / worldSize);
+  const begin = Math.min(set.length, (group?.rank ?? 0) * per);
+  const end = Math.min(set.length, begin + per);
+  const sums = new Float32Array(3);
+  for (let start = begin; start < end; start += batchSize) {
+    const indices = Int32Array.from({ length: Math.min(batchSize, end - start) }, (_, i) => start + i);
     const inputs = await set.inputs(indices, -1);
     const logits = tf.tidy(() => model.logits(inputs, false));
     inputs.dispose();
     const score = scoreLogits(logits, set.labels.subarray(start, start + indices.length));
     logits.dispose();
-    top1 += score.top1;
-    top5 += score.top5;
-    lossSum += score.lossSum;
+    sums[0] += score.top1;
+    sums[1] += score.top5;
+    sums[2] += score.lossSum;
   }
+  if (group && worldSize > 1) group.allReduce(sums, 'sum');
   const n = Math.max(1, set.length);
-  return { accuracy: { top1: top1 / n, top5: top5 / n }, loss: lossSum / n };
+  return { accuracy: { top1: sums[0] / n, top5: sums[1] / n }, loss: sums[2] / n };
 }
 
 /**
- * Trains `model` on `train` for `settings.epochs` epochs (each a seeded shuffle split into
- * full batches; SGD with momentum, the cosine lr of {@link linearEvalSchedule} set before
- * every step) and evaluates it on `val` after every epoch; `onEpoch` receives each epoch's
- * figures (awaited, e.g. to log them). Returns every epoch's figures.
+ * Linear evaluation as the trainer's {@link TrainingModule}: the cross-entropy of the
+ * model's logits on a batch (mean over this rank's samples; DDP averages the gradients over
+ * ranks, which gives the gradient of the global batch's mean), SGD with momentum on the
+ * module's trainable parameters (one group, `linear`) with the cosine lr of
+ * {@link linearEvalSchedule}, and validation on `val` (`loss`, `acc1`, `acc5`) after every
+ * epoch. Logged per step: `loss` and `acc1` (training top-1 on the augmented views, train mode).
  */
-export async function fitLinearEval(
-  model: LinearEvalModel,
-  train: LabelledSet,
-  val: LabelledSet,
-  settings: LinearEvalSettings,
-  onEpoch?: (epoch: LinearEpoch) => void | Promise<void>,
-): Promise<LinearEpoch[]> {
-  const stepsPerEpoch = linearStepsPerEpoch(train.length, settings.batchSize);
-  if (stepsPerEpoch < 1) throw new RangeError(`batch size ${settings.batchSize} is larger than the training set (${train.length})`);
-  const params = model.trainableParameters();
-  const variables: Variable[] = params.map((p) => p.variable);
-  const optimizer = new SGD([{ name: 'linear', params, lr: settings.lr, weightDecay: settings.weightDecay }], { momentum: settings.momentum });
-  const schedule = linearEvalSchedule(settings.epochs, stepsPerEpoch);
-  const history: LinearEpoch[] = [];
-  let step = 0;
-  try {
-    for (let epoch = 0; epoch < settings.epochs; epoch++) {
-      const order = Rng.keyed(settings.seed, epoch).permutation(train.length);
-      let lossSum = 0;
-      let correct = 0;
-      for (let b = 0; b < stepsPerEpoch; b++) {
-        const indices = order.subarray(b * settings.batchSize, (b + 1) * settings.batchSize);
-        const labels = Int32Array.from(indices, (i) => train.labels[i]);
-        schedule.apply(optimizer, step);
-        const inputs = await train.inputs(indices, epoch);
-        let logits: Tensor | undefined;
-        const { value, grads } = tf.variableGrads(() => {
-          const out = model.logits(inputs, true);
-          logits = tf.keep(out);
-          const oneHot = tf.oneHot(tf.tensor1d(labels, 'int32'), out.shape[1] ?? 1);
-          return tf.losses.softmaxCrossEntropy(oneHot, out) as Scalar;
-        }, variables);
-        optimizer.step(grads);
-        const score = scoreLogits(logits as Tensor, labels);
-        lossSum += value.dataSync()[0];
-        correct += score.top1;
-        tf.dispose([inputs, value, logits as Tensor, ...Object.values(grads)]);
-        step++;
-      }
-      const evaluation = await evaluateLinear(model, val, settings.evalBatchSize ?? settings.batchSize);
-      const figures: LinearEpoch = {
-        epoch,
-        step,
-        trainLoss: lossSum / stepsPerEpoch,
-        trainAcc1: correct / (stepsPerEpoch * settings.batchSize),
-        val: evaluation.accuracy,
-        valLoss: evaluation.loss,
-        lr: optimizer.getLr(0),
-      };
-      history.push(figures);
-      await onEpoch?.(figures);
-    }
-  } finally {
-    optimizer.dispose();
+export class LinearEvalTask implements TrainingModule<LinearBatch> {
+  private group: ProcessGroup | undefined;
+
+  constructor(
+    private readonly evalModel: LinearEvalModel,
+    private readonly val: LabelledSet,
+    private readonly settings: LinearEvalSettings,
+  ) {}
+
+  get model(): Module {
+    return this.evalModel.module;
   }
-  return history;
+
+  setup(context: { group: ProcessGroup }): void {
+    this.group = context.group;
+  }
+
+  trainingStep(batch: LinearBatch): TrainingStepOutput {
+    const logits = this.evalModel.logits(batch.inputs, true);
+    const labels = tf.tensor1d(batch.labels, 'int32');
+    const loss = tf.losses.softmaxCrossEntropy(tf.oneHot(labels, logits.shape[1] ?? 1), logits) as Scalar;
+    const acc1 = tf.mean(tf.cast(tf.equal(tf.argMax(logits, 1), labels), 'float32')) as Scalar;
+    return { loss, metrics: { loss: tf.keep(loss.clone()), acc1: tf.keep(acc1) } };
+  }
+
+  configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {
+    const { lr, momentum, weightDecay } = this.settings;
+    const optimizer = new SGD([{ name: 'linear', params: toNamedParams(this.model.namedParameters()), lr, weightDecay }], { momentum });
+    const schedule = linearEvalSchedule(info.totalSteps);
+    const scheduler: TrainerScheduler = {
+      apply: (step) => {
+        schedule.apply(optimizer, step);
+        return { linear: optimizer.getLr(0) };
+      },
+    };
+    return { optimizer, scheduler };
+  }
+
+  /** Validation top-1 / top-5 (`acc1`, `acc5`, in [0, 1]) and mean cross-entropy (`loss`) on the whole validation set. */
+  async validate(): Promise<Record<string, number>> {
+    const { accuracy, loss } = await evaluateLinear(this.evalModel, this.val, this.settings.evalBatchSize, this.group);
+    return { loss, acc1: accuracy.top1, acc5: accuracy.top5 };
+  }
 }

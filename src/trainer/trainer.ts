@@ -11,7 +11,7 @@ import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
 import { LOGGER, type Logger } from './loggers.js';
 import { epochCheckpointName, LAST_CHECKPOINT, runDirPaths } from './run-dir.js';
-import { accumulateBatch, applyStep, firstNonFinite, type Accumulated } from './step.js';
+import { firstNonFinite, StepSequence } from './step.js';
 import { STRATEGY, type Strategy } from './strategy.js';
 
 /** Injection token of the {@link TrainerOptions}. */
@@ -89,12 +89,13 @@ export class NonFiniteError extends TrainingFailure {
 }
 
 /**
- * A Lightning-style fit loop: epochs of batches, one gradient step each (loss and
- * gradients from `tf.variableGrads`, reduced by the strategy, applied by the optimizer
- * with the scheduler's lr), hooks, validation, logging and checkpoints. It knows nothing
- * about what it trains; the {@link Strategy}, {@link Logger}s and {@link Callback}s are
- * injected (tokens STRATEGY, LOGGER, CALLBACK; loggers and callbacks optional, in
- * registration order), with its {@link TrainerOptions} (TRAINER_OPTIONS).
+ * A Lightning-style fit loop: epochs of batches, one optimizer step per
+ * `accumulateGradBatches` of them through the {@link StepSequence} (hooks, gradients from
+ * `tf.variableGrads`, the scheduler's lr, one sync by the strategy, the update), validation,
+ * logging and checkpoints. It knows nothing about what it trains (pre-training's `SslTask`,
+ * linear evaluation's `LinearEvalTask`, ...); the {@link Strategy}, {@link Logger}s and
+ * {@link Callback}s are injected (tokens STRATEGY, LOGGER, CALLBACK; loggers and callbacks
+ * optional, in registration order), with its {@link TrainerOptions} (TRAINER_OPTIONS).
  *
  * Every step is checked for non-finite values before its update is applied (Lightning's
  * terminate-on-NaN): the step's metrics (loss, loss terms, ...) and a "gradient not
@@ -163,40 +164,27 @@ export class Trainer {
         for (const c of callbacks) c.onBaseline?.(baseline);
       }
       for (const c of callbacks) c.onFitStart?.(progress);
+      const steps = new StepSequence({ module, strategy: this.strategy, optimizer, scheduler, variables });
+      const check = (reduced: Record<string, number>, gradient: { flag: number; name?: string }, stepLrs: Record<string, number>) => {
+        const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
+        if (what) throw this.stopped(progress.step + 1, progress.epoch, what, stepLrs, saved);
+      };
       while (progress.epoch < maxEpochs && progress.step < stopAt) {
         let last = Date.now();
-        let pending: Accumulated | undefined;
+        const throughput = () => {
+          const now = Date.now();
+          const value = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
+          last = now;
+          return value;
+        };
         // A step checkpoint due at the epoch's last batch waits for the epoch end (after
         // validation), so that what is logged at a checkpoint's step precedes it.
         let stepCheckpointDue = false;
-        if (progress.batchInEpoch === 0) module.onTrainEpochStart?.(progress);
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
-          if (pending === undefined) module.onTrainBatchStart?.(progress);
-          pending = accumulateBatch(module, batch, variables, pending);
-          progress.batchInEpoch++;
-          if (pending.count < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
-          lrs = scheduler.apply(progress.step);
-          const metrics = applyStep(
-            this.strategy,
-            optimizer,
-            pending,
-            variables,
-            (reduced, gradient) => {
-              const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
-              if (what) throw this.stopped(progress.step + 1, progress.epoch, what, lrs, saved);
-            },
-            () => {
-              const now = Date.now();
-              const value = (data.batchSize * accumulate * this.strategy.group.worldSize) / Math.max((now - last) / 1000, 1e-9);
-              last = now;
-              return value;
-            },
-            undefined,
-            module.adjustGradients && ((grads) => module.adjustGradients!(grads, progress)),
-          );
-          pending = undefined;
-          progress.step++;
-          module.onTrainBatchEnd?.(progress);
+          steps.addBatch(batch, progress);
+          if (steps.pendingBatches < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
+          const metrics = steps.finishStep(progress, { check, throughput });
+          lrs = metrics.lrs;
           losses.push(metrics.local.loss);
           const logged = this.prefixed('train', { ...metrics.reduced, ...module.stepLogs?.(), ...lrsToMetrics(lrs) });
           logged.epoch = progress.epoch;

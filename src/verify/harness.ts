@@ -11,7 +11,7 @@ import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
 import { setGradCheckpointing } from '../core/transformer.js';
 import type { Progress, TrainerOptimizer } from '../trainer/interfaces.js';
-import { accumulateBatch, applyStep, type Accumulated } from '../trainer/step.js';
+import { StepSequence } from '../trainer/step.js';
 import { SingleDeviceStrategy, type Strategy } from '../trainer/strategy.js';
 import { invalidValue } from '../core/errors.js';
 import type { TrainConfig } from '../experiment/config.js';
@@ -89,20 +89,29 @@ interface StepResult {
   grads: Record<string, Float32Array>;
 }
 
+/** A run of `task` as the trainer drives it: its optimizer, schedule and step sequence. */
+interface TaskRun {
+  task: SslTask;
+  optimizer: TrainerOptimizer;
+  steps: StepSequence<MultiViewBatch>;
+}
+
+/** The optimizer, scheduler and {@link StepSequence} of `task` (set up already) under `strategy`, for `schedule`. */
+function taskRun(task: SslTask, strategy: Strategy, schedule: { totalSteps: number; stepsPerEpoch: number }): TaskRun {
+  const { optimizer, scheduler } = task.configureOptimizers(schedule);
+  return { task, optimizer, steps: new StepSequence({ module: task, strategy, optimizer, scheduler, variables: task.method.trainableParameters() }) };
+}
+
 /**
- * One optimizer step of `task` as the trainer runs it (src/trainer/step.ts): the gradients of
- * `batches` (the step's micro-batches; the gradient cache when the task has one) summed on
- * this rank, averaged, synced once through `strategy`, adjusted by the task, applied, with the
- * trainer's hooks before it (`progress`: the step's, `step` counting the steps before it). Returns the loss (mean over
- * micro-batches and ranks) and the gradients the optimizer applied, by parameter name.
+ * One optimizer step of `run` through the trainer's step sequence (src/trainer/step.ts): the
+ * hooks, the gradients of `batches` (the step's micro-batches; the gradient cache when the task
+ * has one) summed on this rank, the scheduler's lr, one sync, the task's adjustment, the
+ * update. `progress` is the step's start (its `step` counts the steps before it). Returns the
+ * loss (mean over micro-batches and ranks) and the gradients the optimizer applied, by
+ * parameter name.
  */
-function step(task: SslTask, optimizer: TrainerOptimizer, batches: MultiViewBatch[], strategy: Strategy, progress: Progress): StepResult {
-  if (progress.batchInEpoch === 0) task.onTrainEpochStart(progress);
-  task.onTrainBatchStart(progress);
-  const variables = task.method.trainableParameters();
-  let acc: Accumulated | undefined;
-  for (const batch of batches) acc = accumulateBatch(task, batch, variables, acc);
-  const names = new Map(task.method.namedParameters().map(([name, v]) => [v.name, name]));
+function step(run: TaskRun, batches: MultiViewBatch[], progress: Progress): StepResult {
+  const names = new Map(run.task.method.namedParameters().map(([name, v]) => [v.name, name]));
   const grads: Record<string, Float32Array> = {};
   const inspect = (applied: Record<string, Tensor>) => {
     for (const [id, g] of Object.entries(applied)) {
@@ -110,16 +119,9 @@ function step(task: SslTask, optimizer: TrainerOptimizer, batches: MultiViewBatc
       if (name) grads[name] = Float32Array.from(g.dataSync() as Float32Array);
     }
   };
-  const { reduced } = applyStep(
-    strategy,
-    optimizer,
-    acc!,
-    variables,
-    () => {},
-    () => 0,
-    inspect,
-    (g) => task.adjustGradients(g, progress),
-  );
+  const at = { ...progress };
+  for (const batch of batches) run.steps.addBatch(batch, at);
+  const { reduced } = run.steps.finishStep(at, { inspect });
   return { loss: reduced.loss, grads };
 }
 
@@ -178,10 +180,8 @@ function perturbState(method: BaseMethod, key: number): void {
 }
 
 /** A one-process run on the global batch: the reference, or a round-off twin. */
-interface OneProcessRun {
+interface OneProcessRun extends TaskRun {
   method: BaseMethod;
-  task: SslTask;
-  optimizer: TrainerOptimizer;
 }
 
 /**
@@ -191,9 +191,12 @@ interface OneProcessRun {
  * Rank 0 also runs {@link ROUNDOFF_TWINS} one-process twins on the same batches in another
  * sample order, to measure how far two correct float32 runs of this model drift apart; each
  * W-rank difference must stay within `roundoffFactor` times the largest twin difference of
- * its kind and step, or within `tolerance` (src/verify/roundoff.ts explains why). The
- * learning rate is the full one from the first step (no warmup), so parameter differences
- * show. Rank 0 returns the result; other ranks return undefined.
+ * its kind and step, or within `tolerance` (src/verify/roundoff.ts explains why). Every run
+ * steps through the trainer's step sequence (src/trainer/step.ts: hooks, scheduler, sync,
+ * adjustment, update) with the method's schedule spanning the `steps` compared and no warmup:
+ * the full learning rate at the first step, so parameter differences show, then its cosine
+ * decay (and a `weightDecayEnd` schedule) as the trainer applies it. Rank 0 returns the
+ * result; other ranks return undefined.
  */
 export async function runVerify(config: TrainConfig, options: VerifyOptions, worker?: WorkerEnv): Promise<VerifyResult | undefined> {
   const { steps, tolerance, roundoffFactor } = options;
@@ -219,7 +222,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
     setGradCheckpointing(method, true);
     const task = new SslTask(method, optim, undefined, config.gradCacheChunk);
     task.setup({ group: single.group });
-    return { method, task, optimizer: task.configureOptimizers(schedule).optimizer };
+    return { method, ...taskRun(task, single, schedule) };
   };
 
   const distributed = experiment.createMethod();
@@ -227,7 +230,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   strategy.setup(distributed);
   const ddpTask = new SslTask(distributed, optim, undefined, config.gradCacheChunk);
   ddpTask.setup({ group });
-  const ddpOptimizer = ddpTask.configureOptimizers(schedule).optimizer;
+  const ddpRun = taskRun(ddpTask, strategy, schedule);
   const ddpLoader = loaderFor(localBatch, strategy.sampler({ length: experiment.train.length, seed: config.seed, localBatch, dropLast: true }));
 
   const reference = group.rank === 0 ? oneProcessRun() : undefined;
@@ -253,15 +256,12 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
     for (let s = 0; s < steps; s++) {
       const epoch = Math.floor((s * accumulate) / perEpoch);
       const atStart = { epoch, step: s, batchInEpoch: s * accumulate - epoch * perEpoch, totalSteps: steps };
-      const progress = { epoch, step: s + 1, batchInEpoch: 0, totalSteps: steps };
-      const ddpOut = step(ddpTask, ddpOptimizer, await stepBatches(ddpLoader, s), strategy, atStart);
-      ddpTask.onTrainBatchEnd(progress);
+      const ddpOut = step(ddpRun, await stepBatches(ddpLoader, s), atStart);
       if (!reference || !referenceLoader) continue;
       const batches = await stepBatches(referenceLoader, s);
       const run = (r: OneProcessRun, b: MultiViewBatch[], orders?: Int32Array[]) => {
         if (orders) r.method.presentSampleOrders(orders);
-        const out = step(r.task, r.optimizer, b, single, atStart);
-        r.task.onTrainBatchEnd(progress);
+        const out = step(r, b, atStart);
         // A twin's queues got its samples in its order: put them in the reference's.
         if (orders) for (const [, queue] of r.method.queues()) queue.reorderLastWrites(orders);
         return { ...out, state: stateArrays(r.method) };
@@ -310,7 +310,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
       r?.optimizer.dispose();
       r?.method.dispose();
     }
-    ddpOptimizer.dispose();
+    ddpRun.optimizer.dispose();
     distributed.dispose();
     group.close();
   }

@@ -42,11 +42,14 @@ describe('ssl-train linear / knn / embed', function () {
     assert.equal(config.evaluation, 'linear');
     assert.equal(config.precomputedFeatures, true);
     assert.equal(config.appliedLr, (0.1 * 32) / 256);
-    const rows = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map(json);
+    // Run by the trainer: training rows every --log-every steps, a validation row after every epoch.
+    const all = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map(json);
+    const rows = all.filter((r) => r['val/acc1'] !== undefined);
     assert.deepEqual(
       rows.map((r) => r.epoch),
       [0, 1, 2],
     );
+    assert.ok(all.some((r) => typeof r['train/loss'] === 'number' && typeof r['train/acc1'] === 'number' && typeof r['train/lr'] === 'number'));
     const summary = json(readFileSync(join(runDir, 'summary.json'), 'utf8'));
     assert.equal(summary.status, 'success');
     assert.equal(summary['val/acc1'], rows[2]['val/acc1']);
@@ -225,6 +228,13 @@ print(json.dumps({"shape": list(f.shape), "dtype": str(f.dtype), "first": [float
         'a run directory that holds a run',
         () => ['linear', source, '--run-dir', source],
         /--run-dir: ".*pretrain" is not allowed; expected a directory that holds no run yet/,
+      ],
+      ['--resume without --run-dir', () => ['linear', source, '--resume', 'auto'], /--resume: auto needs --run-dir, the directory of the evaluation to resume/],
+      [
+        'a batch that does not split over --devices',
+        () => ['linear', source, '--devices', '3', '--batch-size', '32', '--run-dir', out('k')],
+        /--batch-size: 32 is not allowed; expected a multiple of --devices 3/,
+        'k',
       ],
       ['missing data files', () => ['linear', source, '--dataset', 'fashion-mnist', '--data-dir', join(dir, 'nodata'), '--run-dir', out('g')], /nodata/, 'g'],
       [

@@ -144,16 +144,7 @@ describe('SwAV', () => {
       const progress = { epoch, step, batchInEpoch: 0, totalSteps: 4 };
       scheduler.apply(step);
       const acc = accumulateBatch(task, batch, variables);
-      applyStep(
-        strategy,
-        optimizer,
-        acc,
-        variables,
-        () => {},
-        () => 0,
-        undefined,
-        (g) => task.adjustGradients(g, progress),
-      );
+      applyStep(acc, { strategy, optimizer, variables, adjust: (g) => task.adjustGradients(g, progress) });
     };
     const start = snapshot();
     trainStep(0, 0);
