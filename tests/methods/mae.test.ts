@@ -152,7 +152,7 @@ describe('mae: recipe', () => {
     assert.equal(MAE.viewRecipe, 'reconstruction');
     assert.equal(MAE.defaultBackbone, 'vit_tiny');
     const args = resolveMethodArgs('mae', {});
-    assert.deepEqual(args, { maskRatio: 0.75, decoderEmbedDim: 512, decoderDepth: 8, decoderNumHeads: 16, normPixLoss: 1 });
+    assert.deepEqual(args, { maskRatio: 0.75, decoderEmbedDim: 512, decoderDepth: 8, decoderNumHeads: 16, normPixLoss: true });
     assert.ok(build().backbone instanceof VisionTransformer);
   });
 });
