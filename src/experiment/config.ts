@@ -22,7 +22,7 @@ import { UserError } from '../core/errors.js';
 import { parseArgValue, type ArgValue } from '../methods/args.js';
 import { getMethodClass, methodNames } from '../methods/registry.js';
 
-/** How a flag's text becomes a value; `pairs`: repeatable `name=number`, collected into a map. */
+/** How a flag's text becomes a value; `pairs`: repeatable `name=value`, collected into a map. */
 export type FlagKind = 'number' | 'boolean' | 'string' | 'pairs';
 
 /** One `ssl-train` flag, as `trainFlags()` gives it to the CLI. */

@@ -26,7 +26,8 @@ export class SupCon extends SimCLR {
       kind: 'choice',
       default: 'in',
       choices: ['in', 'out'],
-      description: "in: L_in, the log of the summed positives (solo-learn's); out: L_out, the mean of the per-positive log-probabilities (the paper's recommendation)",
+      description:
+        "in: L_in, the log of the summed positives (solo-learn's); out: L_out, the mean of the per-positive log-probabilities (the paper's recommendation)",
     },
   });
   declare readonly args: ArgValues<typeof SupCon.args>;

@@ -135,7 +135,10 @@ describe('method arguments', () => {
     assert.deepEqual(parseMethodArg('use_bn_in_projector=false'), ['useBnInProjector', false]);
     assert.deepEqual(parseMethodArg('variant=out'), ['variant', 'out']);
     assert.deepEqual(parseMethodArg('temperature=0.2'), ['temperature', 0.2]);
-    throwsUser(() => parseMethodArg('variant=Out!'), /^--method-arg: "variant=Out!" is not allowed; expected name=value with a number, true or false, or a word/);
+    throwsUser(
+      () => parseMethodArg('variant=Out!'),
+      /^--method-arg: "variant=Out!" is not allowed; expected name=value with a number, true or false, or a word/,
+    );
     const file = join(tempDir(), 'recipe.yaml');
     writeFileSync(file, 'method: dino\nmethod_args:\n  use_bn_in_head: true\n  num_prototypes: 64\n');
     assert.deepEqual(readConfigFile(file).methodArgs, { useBnInHead: true, numPrototypes: 64 });

@@ -2,7 +2,7 @@
  * DINO on one process: the head, the teacher temperature warm-up, the loss and centre as the
  * pure `dinoLoss` gives them (the centre carried from step to step), the last-layer freeze
  * and gradient clipping of `adjustGradients`, and the gradient cache. (W ranks and resuming:
- * tests/distributed/zoo-dino.test.ts.)
+ * tests/distributed/zoo-exactness.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';

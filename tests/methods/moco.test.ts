@@ -2,7 +2,7 @@
  * MoCo v2+, MoCo v3 and ReSSL on one process: defaults (solo-learn's CIFAR recipes), heads,
  * which parameters learn, what is detached, the queue written after the step with the
  * normalised keys, and the loss against a float64 hand computation from the embeddings.
- * (W ranks: tests/distributed/zoo-moco.test.ts.)
+ * (W ranks: tests/distributed/zoo-exactness.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';

@@ -66,7 +66,10 @@ describe('SupCon variants against a float64 PyTorch reference of the paper', () 
     assert.ok(meanLogP > 0.5 && c.out.loss >= c.in.loss + meanLogP, `L_out ${c.out.loss}, L_in ${c.in.loss}, mean log |P| ${meanLogP}`);
     tf.tidy(() => {
       const views = c.views.map((v) => tf.tensor2d(v)) as Tensor2D[];
-      const distinct = tf.tensor1d(c.labels.map((_, i) => i), 'int32');
+      const distinct = tf.tensor1d(
+        c.labels.map((_, i) => i),
+        'int32',
+      );
       const [lin, lout] = (['in', 'out'] as const).map((variant) => supconLoss(views, distinct, { temperature: c.temperature, variant }).dataSync()[0]!);
       assert.ok(Math.abs(lin! - lout!) <= 1e-6 * Math.abs(lin!), `${lin} vs ${lout}`);
       assert.throws(() => supconLoss(views, distinct, { temperature: 0.2, variant: 'both' as SupconVariant }), /variant must be 'in' or 'out', got "both"/);
@@ -83,7 +86,15 @@ describe('SupCon variants against a float64 PyTorch reference of the paper', () 
       });
     const c = FIXTURE.cases[0]!;
     const loss = (m: SupCon) =>
-      tf.tidy(() => m.embeddingLoss(c.views.map((v) => tf.tensor2d(v)), tf.tensor1d(c.labels, 'int32')).loss.dataSync()[0]!);
+      tf.tidy(
+        () =>
+          m
+            .embeddingLoss(
+              c.views.map((v) => tf.tensor2d(v)),
+              tf.tensor1d(c.labels, 'int32'),
+            )
+            .loss.dataSync()[0]!,
+      );
     const [byDefault, lin, lout] = [build(), build('in'), build('out')];
     assert.equal(byDefault.args.variant, 'in');
     assert.ok(Math.abs(loss(byDefault) - c.in.loss) <= 1e-5 * c.in.loss);
