@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
 import { container } from 'tsyringe';
 import { TrainingFailure, UserError } from '../core/errors.js';
+import type { ArgValue } from '../methods/args.js';
 import { describeMethods } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
 import {
@@ -30,9 +31,9 @@ import { formatSyncResult, wandbSync } from './wandb-sync.js';
 /** Exit code for user mistakes (bad flags, config, data, environment). */
 export const USER_ERROR_EXIT = 2;
 
-function collectMethodArg(value: string, previous: unknown): Record<string, number> {
-  const [name, n] = parseMethodArg(value);
-  return { ...((previous as Record<string, number> | undefined) ?? {}), [name]: n };
+function collectMethodArg(value: string, previous: unknown): Record<string, ArgValue> {
+  const [name, v] = parseMethodArg(value);
+  return { ...((previous as Record<string, ArgValue> | undefined) ?? {}), [name]: v };
 }
 
 const PARSERS: Record<FlagKind, ((value: string, previous: unknown) => unknown) | undefined> = {
@@ -199,7 +200,7 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
     if (command.getOptionValueSource(key) === 'default') continue;
     merged[key] = value;
   }
-  const methodArgs = { ...((fromFile.methodArgs as Record<string, number>) ?? {}), ...((opts.methodArg as Record<string, number>) ?? {}) };
+  const methodArgs = { ...((fromFile.methodArgs as Record<string, ArgValue>) ?? {}), ...((opts.methodArg as Record<string, ArgValue>) ?? {}) };
   const config = buildConfig({ ...fromFile, ...merged, methodArgs });
   roundDefaultBatchSize(config, command.getOptionValueSource('batchSize') !== 'default' || 'batchSize' in fromFile);
   // Whatever the number of devices: a flag that cannot work is an error, not ignored.

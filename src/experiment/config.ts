@@ -19,9 +19,10 @@ import {
 import { parse as parseYaml } from 'yaml';
 import { BACKEND_CHOICES } from '../core/engine.js';
 import { UserError } from '../core/errors.js';
+import { parseArgValue, type ArgValue } from '../methods/args.js';
 import { getMethodClass, methodNames } from '../methods/registry.js';
 
-/** How a flag's text becomes a value; `pairs`: repeatable `name=number`, collected into a map. */
+/** How a flag's text becomes a value; `pairs`: repeatable `name=value`, collected into a map. */
 export type FlagKind = 'number' | 'boolean' | 'string' | 'pairs';
 
 /** One `ssl-train` flag, as `trainFlags()` gives it to the CLI. */
@@ -73,7 +74,7 @@ export class TrainConfig {
     kind: 'pairs',
   })
   @IsObject()
-  methodArgs: Record<string, number> = {};
+  methodArgs: Record<string, ArgValue> = {};
   @Flag('<name>', "backbone: resnet18, resnet50, tiny_resnet, mlp, vit_tiny, vit_small (default: the method's, tiny_resnet but vit_tiny for mae)")
   @IsString()
   backbone = 'tiny_resnet';
@@ -231,7 +232,8 @@ export function toKebab(key: string): string {
 
 /**
  * Reads a YAML (or JSON) recipe into config keys. Keys may be snake_case or camelCase;
- * `method_args` (or `method_kwargs`, solo-learn's name) is a map of numbers. Unknown keys,
+ * `method_args` (or `method_kwargs`, solo-learn's name) maps names to numbers, booleans or
+ * choice words (checked against the method's declarations later). Unknown keys,
  * an unreadable file or bad YAML are user errors naming the file and the key.
  */
 export function readConfigFile(path: string): TrainConfigInput {
@@ -262,24 +264,27 @@ export function readConfigFile(path: string): TrainConfigInput {
   return out as TrainConfigInput;
 }
 
-function normalizeMethodArgs(value: unknown, where: string): Record<string, number> {
+function normalizeMethodArgs(value: unknown, where: string): Record<string, ArgValue> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new UserError(`method_args: expected a mapping of name: number in ${where}`);
+    throw new UserError(`method_args: expected a mapping of name: value in ${where}`);
   }
   return Object.fromEntries(
     Object.entries(value as Record<string, unknown>).map(([k, v]) => {
-      if (typeof v !== 'number' || !Number.isFinite(v)) throw new UserError(`method_args.${k}: ${JSON.stringify(v)} is not allowed; expected a number`);
-      return [toCamel(k), v];
+      const ok = typeof v === 'boolean' || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
+      if (!ok) throw new UserError(`method_args.${k}: ${JSON.stringify(v)} is not allowed; expected a number, true or false, or a word`);
+      return [toCamel(k), v as ArgValue];
     }),
   );
 }
 
-/** Parses `name=value` (a `--method-arg`) into a pair; user error otherwise. */
-export function parseMethodArg(text: string): [string, number] {
+/** Parses `name=value` (a `--method-arg`) into a pair: `true`/`false` booleans, numbers, choice words; user error otherwise. */
+export function parseMethodArg(text: string): [string, ArgValue] {
   const match = /^([A-Za-z_][A-Za-z0-9_-]*)=(.+)$/.exec(text);
-  const value = match ? Number(match[2]) : NaN;
-  if (!match || !Number.isFinite(value)) {
-    throw new UserError(`--method-arg: ${JSON.stringify(text)} is not allowed; expected name=number, e.g. temperature=0.2`);
+  const value = match ? parseArgValue(match[2]) : undefined;
+  if (!match || value === undefined) {
+    throw new UserError(
+      `--method-arg: ${JSON.stringify(text)} is not allowed; expected name=value with a number, true or false, or a word, e.g. temperature=0.2, useBnInHead=true`,
+    );
   }
   return [toCamel(match[1]), value];
 }

@@ -145,7 +145,7 @@ export function loadPretrainedBackbone(method: BaseMethod, source: PretrainedSou
       }
     }
     method.backbone.loadStateDict(saved);
-    if (method instanceof MomentumMethod) method.initializeTargets();
+    if (method instanceof MomentumMethod) method.resetTargets();
   } finally {
     tf.dispose(Object.values(saved));
   }

@@ -152,7 +152,7 @@ export function checkGradCache(config: TrainConfig, method: BaseMethod, printWar
   if (!config.gradCacheApproximateBn) {
     throw new UserError(
       '--grad-cache-chunk: batch norm (or IterNorm) in training mode couples the samples of a batch, so the gradient cache cannot be exact with it; ' +
-        'use --norm group or --norm layer (exact; with VIbCReg also --method-arg iternorm=0), or --grad-cache-approximate-bn true for per-chunk statistics (approximate)',
+        'use --norm group or --norm layer (exact; with VIbCReg also --method-arg iternorm=false), or --grad-cache-approximate-bn true for per-chunk statistics (approximate)',
     );
   }
   if (printWarning) {

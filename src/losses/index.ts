@@ -17,7 +17,7 @@ export { mocoLoss, type MocoOptions } from './moco.js';
 export { mocov3Loss, type Mocov3Options } from './mocov3.js';
 export { negativeCosineLoss } from './simsiam.js';
 export { nnclrLoss, type NnclrOptions } from './nnclr.js';
-export { supconLoss, type SupconOptions } from './supcon.js';
+export { supconLoss, type SupconOptions, type SupconVariant } from './supcon.js';
 export { resslLoss, type ResslOptions } from './ressl.js';
 export { dclLoss, type DclOptions } from './dcl.js';
 export { sinkhornKnopp, SINKHORN_DEFAULTS, type SinkhornOptions } from './sinkhorn.js';

@@ -99,7 +99,6 @@ export class All4One extends MomentumMethod {
     this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead(projectorDims, { ...head, outputNorm: 'affine' }));
     this.queue = this.addModule('queue', supportSet(queueSize, p, ctx.rng));
     this.positions = tf.keep(sinusoidalPositions(neighbours, p));
-    this.initializeTargets();
   }
 
   /**

@@ -1,31 +1,56 @@
 import { invalidValue, UserError } from '../core/errors.js';
 
-/** The kind of a method argument: any finite number, or an integer. */
-export type ArgKind = 'float' | 'int';
+/** The kind of a method argument: any finite number, an integer, a boolean, or one of named choices. */
+export type ArgKind = 'float' | 'int' | 'bool' | 'choice';
 
-/**
- * One hyperparameter of a method, declared once: validation of `--method-arg` and
- * `method_args`, `ssl-train methods` and the method's defaults all come from it.
- * Bounds are optional; `ge`/`le` are inclusive, `gt`/`lt` exclusive (at most one of each side).
- */
-export interface ArgSpec {
-  readonly kind: ArgKind;
+/** The value of one method argument (`--method-arg name=value`, YAML `method_args`). */
+export type ArgValue = number | boolean | string;
+
+interface ArgSpecBase {
+  /** One line: what the argument does. */
+  readonly description: string;
+}
+
+/** A numeric argument; bounds are optional, `ge`/`le` inclusive, `gt`/`lt` exclusive (at most one of each side). */
+export interface NumericArgSpec extends ArgSpecBase {
+  readonly kind: 'float' | 'int';
   readonly default: number;
   readonly ge?: number;
   readonly gt?: number;
   readonly le?: number;
   readonly lt?: number;
-  /** One line: what the argument does. */
-  readonly description: string;
 }
+
+/** An on/off argument: `true` or `false` (YAML booleans; `--method-arg name=true`). Numbers are refused. */
+export interface BoolArgSpec extends ArgSpecBase {
+  readonly kind: 'bool';
+  readonly default: boolean;
+}
+
+/** An argument that names one of `choices` (lower-case words, e.g. SupCon's `variant`: `in` or `out`). */
+export interface ChoiceArgSpec extends ArgSpecBase {
+  readonly kind: 'choice';
+  readonly default: string;
+  readonly choices: readonly string[];
+}
+
+/**
+ * One hyperparameter of a method, declared once: validation of `--method-arg` and
+ * `method_args`, `ssl-train methods` and the method's defaults all come from it.
+ */
+export type ArgSpec = NumericArgSpec | BoolArgSpec | ChoiceArgSpec;
 
 /** A method's argument declarations, by (camelCase) name. */
 export type ArgSpecs = { readonly [name: string]: ArgSpec };
 
-/** The values of declared arguments: one number per name. */
-export type ArgValues<S extends ArgSpecs> = { [K in keyof S]: number };
+/** The value type of one declaration: a number, a boolean, or (a choice) a string, one of its choices once resolved. */
+export type ValueOf<A extends ArgSpec> = A extends BoolArgSpec ? boolean : A extends ChoiceArgSpec ? string : number;
 
-const KINDS: readonly ArgKind[] = ['float', 'int'];
+/** The values of declared arguments, one per name, typed by kind. */
+export type ArgValues<S extends ArgSpecs> = { [K in keyof S]: ValueOf<S[K]> };
+
+const KINDS: readonly ArgKind[] = ['float', 'int', 'bool', 'choice'];
+const CHOICE = /^[a-z][a-z0-9_-]*$/;
 
 /**
  * Declares a method's arguments (a subclass spreads its parent's first:
@@ -38,10 +63,18 @@ export function defineArgs<S extends ArgSpecs>(specs: S): S {
     const fail = (why: string) => new Error(`method argument '${name}': ${why}`);
     if (!/^[a-z][A-Za-z0-9]*$/.test(name)) throw fail('names are camelCase letters and digits (--method-arg and method_args camelCase what users type)');
     if (!KINDS.includes(spec.kind)) throw fail(`kind must be one of ${KINDS.join(', ')}, not ${JSON.stringify(spec.kind)}`);
-    if (spec.ge !== undefined && spec.gt !== undefined) throw fail('give ge or gt, not both');
-    if (spec.le !== undefined && spec.lt !== undefined) throw fail('give le or lt, not both');
-    for (const bound of ['ge', 'gt', 'le', 'lt'] as const) {
-      if (spec[bound] !== undefined && !Number.isFinite(spec[bound])) throw fail(`${bound} must be a finite number`);
+    if (spec.kind === 'float' || spec.kind === 'int') {
+      if (spec.ge !== undefined && spec.gt !== undefined) throw fail('give ge or gt, not both');
+      if (spec.le !== undefined && spec.lt !== undefined) throw fail('give le or lt, not both');
+      for (const bound of ['ge', 'gt', 'le', 'lt'] as const) {
+        if (spec[bound] !== undefined && !Number.isFinite(spec[bound])) throw fail(`${bound} must be a finite number`);
+      }
+    }
+    if (spec.kind === 'choice') {
+      const bad = Array.isArray(spec.choices) ? spec.choices.find((c) => !CHOICE.test(c) || c === 'true' || c === 'false') : spec.choices;
+      if (!Array.isArray(spec.choices) || spec.choices.length < 2 || bad !== undefined) {
+        throw fail(`choices must be at least two lower-case words (not true or false), got ${JSON.stringify(spec.choices)}`);
+      }
     }
     if (typeof spec.description !== 'string' || spec.description.trim() === '') throw fail('needs a one-line description');
     if (!allows(spec, spec.default)) throw fail(`default ${JSON.stringify(spec.default)} is not ${allowedValues(spec)}`);
@@ -49,8 +82,10 @@ export function defineArgs<S extends ArgSpecs>(specs: S): S {
   return Object.freeze({ ...specs });
 }
 
-/** Whether `value` is of the argument's kind and inside its range. */
-export function allows(spec: ArgSpec, value: number): boolean {
+/** Whether `value` is of the argument's kind (a number, a boolean, one of the choices) and inside its range. */
+export function allows(spec: ArgSpec, value: ArgValue): boolean {
+  if (spec.kind === 'bool') return typeof value === 'boolean';
+  if (spec.kind === 'choice') return typeof value === 'string' && spec.choices.includes(value);
   if (typeof value !== 'number' || !Number.isFinite(value)) return false;
   if (spec.kind === 'int' && !Number.isInteger(value)) return false;
   if (spec.ge !== undefined && !(value >= spec.ge)) return false;
@@ -60,8 +95,10 @@ export function allows(spec: ArgSpec, value: number): boolean {
   return true;
 }
 
-/** The range alone: `> 0`, `>= 1`, `[0, 1]`, `(0, 1]`, or `any` when unbounded. */
+/** The range alone: `> 0`, `>= 1`, `[0, 1]`, `(0, 1]`, `any` when unbounded, `true|false`, or the choices (`in|out`). */
 export function describeRange(spec: ArgSpec): string {
+  if (spec.kind === 'bool') return 'true|false';
+  if (spec.kind === 'choice') return spec.choices.join('|');
   const low = spec.ge ?? spec.gt;
   const high = spec.le ?? spec.lt;
   if (low !== undefined && high !== undefined) {
@@ -72,8 +109,10 @@ export function describeRange(spec: ArgSpec): string {
   return 'any';
 }
 
-/** What the argument accepts, in words: "an integer >= 1", "a number in [0, 1]", "a number". */
+/** What the argument accepts, in words: "an integer >= 1", "a number in [0, 1]", "a number", "true or false", "one of in, out". */
 export function allowedValues(spec: ArgSpec): string {
+  if (spec.kind === 'bool') return 'true or false';
+  if (spec.kind === 'choice') return `one of ${spec.choices.join(', ')}`;
   const kind = spec.kind === 'int' ? 'an integer' : 'a number';
   const range = describeRange(spec);
   if (range === 'any') return kind;
@@ -87,10 +126,10 @@ export function defaultsOf<S extends ArgSpecs>(specs: S): ArgValues<S> {
 
 /**
  * The arguments of `method`: its defaults overridden by `overrides`, in declaration order.
- * A name it does not declare, a value of the wrong kind or outside the range is a user
- * error naming `method_args.<name>`, the value and what is allowed.
+ * A name it does not declare, a value of the wrong kind (a number for a boolean included) or
+ * outside the range is a user error naming `method_args.<name>`, the value and what is allowed.
  */
-export function resolveArgs<S extends ArgSpecs>(specs: S, overrides: Readonly<Record<string, number>>, method: string): ArgValues<S> {
+export function resolveArgs<S extends ArgSpecs>(specs: S, overrides: Readonly<Record<string, ArgValue>>, method: string): ArgValues<S> {
   for (const [name, value] of Object.entries(overrides)) {
     const spec = Object.prototype.hasOwnProperty.call(specs, name) ? specs[name] : undefined;
     if (!spec) {
@@ -100,6 +139,18 @@ export function resolveArgs<S extends ArgSpecs>(specs: S, overrides: Readonly<Re
     if (!allows(spec, value)) throw invalidValue(`method_args.${name}`, value, allowedValues(spec));
   }
   return { ...defaultsOf(specs), ...overrides } as ArgValues<S>;
+}
+
+/**
+ * A `--method-arg` value as typed: `true`/`false` are booleans, a finite number is a number,
+ * a lower-case word is a choice; anything else is undefined. {@link resolveArgs} then checks
+ * it against the argument's kind.
+ */
+export function parseArgValue(text: string): ArgValue | undefined {
+  if (text === 'true' || text === 'false') return text === 'true';
+  const value = Number(text);
+  if (text.trim() !== '' && Number.isFinite(value)) return value;
+  return CHOICE.test(text) ? text : undefined;
 }
 
 /**

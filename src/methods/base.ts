@@ -8,16 +8,16 @@ import type { Backbone } from '../backbones/index.js';
 import { jobWorldSize, withProcessGroup, type ProcessGroup } from '../core/process-group.js';
 import { TWO_GLOBAL_CROPS, type CropPolicy } from '../data/augment/crops.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
-import { defineArgs, type ArgSpecs } from './args.js';
+import { defineArgs, type ArgSpecs, type ArgValue } from './args.js';
 import { forwardCrops } from './forward-crops.js';
 import { FeatureQueue } from './queue.js';
 export { headNorm } from './heads.js';
 
 /**
- * Numeric hyperparameters of a method (`temperature`, `projHiddenDim`, ...), as declared by
- * its static `args` (see {@link defineArgs}).
+ * Hyperparameters of a method (`temperature`, `projHiddenDim`, `useBnInHead`, ...): numbers,
+ * booleans or choice words, as declared by its static `args` (see {@link defineArgs}).
  */
-export type MethodArgs = Record<string, number>;
+export type MethodArgs = Record<string, ArgValue>;
 
 /** What a method is built from. */
 export interface MethodContext {

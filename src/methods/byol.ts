@@ -38,7 +38,6 @@ export class BYOL extends MomentumMethod {
     this.projector = this.addModule('projector', mlpHead([featureDim, projHiddenDim, projOutputDim], head));
     this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
     this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead([featureDim, projHiddenDim, projOutputDim], head));
-    this.initializeTargets();
   }
 
   /**

@@ -26,7 +26,7 @@ import { MomentumMethod } from './momentum.js';
  *   epochs the head's last layer gets no gradient (not updated, no momentum, no weight decay).
  *
  * Defaults are solo-learn's CIFAR recipe (`scripts/pretrain/cifar/dino.yaml`,
- * `solo/methods/dino.py`): head 2048-2048-256 -> 4096 without batch norm (`useBnInHead` 0),
+ * `solo/methods/dino.py`): head 2048-2048-256 -> 4096 without batch norm (`useBnInHead` false),
  * tau 0.9995 -> 1, student temperature 0.1, teacher 0.07 (warm-up from 0.04 over 0 epochs),
  * centre momentum 0.9, no clipping, last layer frozen for 1 epoch, LARS lr 0.3, classifier lr
  * 0.1, weight decay 1e-6, the asymmetric `byol` views, 2 global crops (the recipe has no local
@@ -46,7 +46,7 @@ export class DINO extends MomentumMethod {
     centreMomentum: { kind: 'float', default: 0.9, ge: 0, le: 1, description: 'momentum of the teacher centre' },
     clipGrad: { kind: 'float', default: 0, ge: 0, description: "largest norm of each backbone parameter's gradient (0: no clipping)" },
     freezeLastLayerEpochs: { kind: 'int', default: 1, ge: 0, description: "epochs during which the head's last layer gets no gradient" },
-    useBnInHead: { kind: 'int', default: 0, ge: 0, le: 1, description: "1: batch norm (--norm's kind) after each hidden layer of the head, 0: none" },
+    useBnInHead: { kind: 'bool', default: false, description: "true: batch norm (--norm's kind) after each hidden layer of the head; false: none" },
   });
   declare readonly args: ArgValues<typeof DINO.args>;
   static override readonly paper = 'Caron et al. 2021, "Emerging Properties in Self-Supervised Vision Transformers"';
@@ -70,7 +70,6 @@ export class DINO extends MomentumMethod {
     this.head = this.addModule('head', new DinoHead(this.backbone.featureDim, { ...head, rng: ctx.rng }));
     this.momentumHead = this.addMomentumProjector(this.head, new DinoHead(this.backbone.featureDim, { ...head, rng: ctx.rng }));
     this.centre = this.addBuffer('centre', tf.zeros([numPrototypes]));
-    this.initializeTargets();
   }
 
   /** The teacher temperature of `epoch`: linear from the warm-up value over the warm-up epochs, then constant. */

@@ -27,11 +27,9 @@ export class MAE extends BaseMethod {
     decoderDepth: { kind: 'int', default: 8, ge: 1, description: 'transformer blocks of the decoder' },
     decoderNumHeads: { kind: 'int', default: 16, ge: 1, description: 'attention heads of the decoder blocks' },
     normPixLoss: {
-      kind: 'int',
-      default: 1,
-      ge: 0,
-      le: 1,
-      description: "1: targets are each patch's pixels normalised by its own mean and std (norm_pix_loss); 0: raw pixels",
+      kind: 'bool',
+      default: true,
+      description: "true: targets are each patch's pixels normalised by its own mean and std (norm_pix_loss); false: raw pixels",
     },
   });
   declare readonly args: ArgValues<typeof MAE.args>;
@@ -82,7 +80,7 @@ export class MAE extends BaseMethod {
   override trainingStep(views: Tensor[], labels: Tensor, samples?: SampleKeys): StepOutput {
     if (!samples) throw new Error("MAE.trainingStep needs the batch's sample keys (seed, epoch, indices) to draw its masks");
     const { patchSize } = this.encoder.config;
-    const normPixLoss = this.args.normPixLoss === 1;
+    const normPixLoss = this.args.normPixLoss;
     const clsFeatures: Tensor[] = [];
     let reconstruction = tf.scalar(0) as Scalar;
     views.forEach((view, v) => {

@@ -10,7 +10,7 @@ import { FeatureQueue } from './queue.js';
 
 /**
  * MoCo v2+ (He et al. 2020; Chen et al. 2020, "Improved Baselines"): online backbone +
- * projector (Linear-ReLU-Linear, no normalisation; `useBnInProjector` 1 adds a batch norm
+ * projector (Linear-ReLU-Linear, no normalisation; `useBnInProjector` true adds a batch norm
  * after the hidden Linear) give the queries, their EMA copies the keys; InfoNCE of each query
  * against the key of the other view (the positive) and a queue of past keys of that view (the
  * negatives), symmetrised: `(moco(q1, k2, queue[1]) + moco(q2, k1, queue[0])) / 2`. The queue
@@ -31,7 +31,7 @@ export class MoCoV2Plus extends MomentumMethod {
     finalTau: { ...MomentumMethod.args.finalTau, default: 0.999 },
     projHiddenDim: { kind: 'int', default: 2048, ge: 1, description: 'hidden width of the projector (and its EMA target)' },
     projOutputDim: { kind: 'int', default: 256, ge: 1, description: 'output width of the projector (the width of the queued keys)' },
-    useBnInProjector: { kind: 'int', default: 0, ge: 0, le: 1, description: "1: batch norm (--norm's kind) after the projector's hidden Linear, 0: none" },
+    useBnInProjector: { kind: 'bool', default: false, description: "true: batch norm (--norm's kind) after the projector's hidden Linear; false: none" },
     queueSize: { kind: 'int', default: 32768, ge: 1, description: 'keys kept per view in the queue of negatives' },
     temperature: { kind: 'float', default: 0.2, gt: 0, description: 'softmax temperature of the InfoNCE loss' },
   });
@@ -51,11 +51,10 @@ export class MoCoV2Plus extends MomentumMethod {
     super(ctx);
     const { projHiddenDim, projOutputDim, queueSize, useBnInProjector } = this.args;
     const dims = [this.backbone.featureDim, projHiddenDim, projOutputDim];
-    const head = { norm: this.norm, hiddenNorm: useBnInProjector === 1, rng: ctx.rng };
+    const head = { norm: this.norm, hiddenNorm: useBnInProjector, rng: ctx.rng };
     this.projector = this.addModule('projector', mlpHead(dims, head));
     this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead(dims, head));
     this.queue = this.addModule('queue', new FeatureQueue(queueSize, projOutputDim, { views: 2, rng: ctx.rng }));
-    this.initializeTargets();
   }
 
   /** Queries of both views and the target's (detached) keys: `[q1, q2, k1, k2]`, `[B, projOutputDim]` each (not normalised). */

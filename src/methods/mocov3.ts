@@ -46,7 +46,6 @@ export class MoCoV3 extends MomentumMethod {
     this.projector = this.addModule('projector', mlpHead(projector, { ...head, outputNorm: 'plain' }));
     this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
     this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead(projector, { ...head, outputNorm: 'plain' }));
-    this.initializeTargets();
   }
 
   /** Online predictions (queries) of both views and the target's (detached) projections (keys): `[q1, q2, k1, k2]`. */

@@ -13,8 +13,12 @@ import { BaseMethod, type MethodContext, type StepInfo } from './base.js';
  * (solo-learn's MomentumUpdater). Its batch-norm statistics come from its own forward
  * passes in training mode, as in solo-learn.
  *
- * Since the target is built from the online weights after the strategy broadcasts them,
- * it is identical on every rank.
+ * The targets initialise themselves: the target backbone is a copy of the online one as
+ * soon as it is built (in this constructor), and {@link addMomentumProjector} copies the
+ * online projector into its target as it registers the pair, so a subclass has nothing to
+ * call. (The target modules are still built with their own initialisation first, so the
+ * draws from `ctx.rng` are the same as before the copy.) The online weights are identical on
+ * every rank (seeded initialisation, then the strategy's broadcast), so the targets are too.
  */
 export abstract class MomentumMethod extends BaseMethod {
   static override readonly args = defineArgs({
@@ -32,15 +36,18 @@ export abstract class MomentumMethod extends BaseMethod {
   constructor(ctx: MethodContext) {
     super(ctx);
     this.momentumBackbone = this.addModule('momentumBackbone', ctx.createBackbone(ctx.rng));
+    copyInto(this.backbone, this.momentumBackbone);
     this.tau = this.args.baseTau;
   }
 
   /**
-   * Registers `target` as the module `momentumProjector`, the EMA copy of `projector`
-   * (it is overwritten with the projector's weights by {@link initializeTargets}).
+   * Registers `target` as the module `momentumProjector`, the EMA copy of `projector`: its
+   * parameters and buffers are overwritten with the projector's now and it is frozen. Call
+   * it once `projector` is built (its weights final) and `target` built like it.
    */
   protected addMomentumProjector<L extends Layer>(projector: Module, target: L): L {
     this.projectorPair = [projector, this.addModule('momentumProjector', target)];
+    copyInto(projector, target);
     return target;
   }
 
@@ -55,12 +62,13 @@ export abstract class MomentumMethod extends BaseMethod {
     return this.projectorPair ? [[this.backbone, this.momentumBackbone], this.projectorPair] : [[this.backbone, this.momentumBackbone]];
   }
 
-  /** Copies every online parameter and buffer into its target and freezes the targets. */
-  initializeTargets(): void {
-    for (const [online, target] of this.momentumPairs()) {
-      target.loadStateDict(online.stateDict());
-      target.freeze();
-    }
+  /**
+   * Copies every online parameter and buffer into its target again, for code that replaces
+   * the online weights after construction (loading a pretrained backbone). Construction
+   * needs no call: the targets initialise themselves.
+   */
+  resetTargets(): void {
+    for (const [online, target] of this.momentumPairs()) copyInto(online, target);
   }
 
   /**
@@ -85,6 +93,12 @@ export abstract class MomentumMethod extends BaseMethod {
   override stepLogs(): Record<string, number> {
     return { tau: this.tau };
   }
+}
+
+/** Overwrites `target`'s parameters and buffers with `online`'s and freezes `target`. */
+function copyInto(online: Module, target: Module): void {
+  target.loadStateDict(online.stateDict());
+  target.freeze();
 }
 
 /** solo-learn's tau schedule: `final - (final - base) * (cos(pi * step / maxSteps) + 1) / 2`. */

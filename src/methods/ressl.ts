@@ -19,7 +19,7 @@ import { FeatureQueue } from './queue.js';
  *
  * Defaults are solo-learn's CIFAR recipe (`scripts/pretrain/cifar/ressl.yaml`,
  * `solo/methods/ressl.py`): projector (Linear-ReLU-Linear, no normalisation:
- * `useBnInProjector` 0) 4096-256, queue 65536 (solo-learn's default; the yaml does not set
+ * `useBnInProjector` false) 4096-256, queue 65536 (solo-learn's default; the yaml does not set
  * it), temperatures 0.1 / 0.04, tau 0.99 -> 1.0, SGD lr 0.05, classifier lr 0.1, weight decay
  * 1e-4. Deviations: the teacher runs on the weak view only (solo-learn also runs it on the
  * strong view, whose output it discards: only the teacher's batch-norm running statistics,
@@ -31,7 +31,7 @@ export class ReSSL extends MomentumMethod {
     ...MomentumMethod.args,
     projHiddenDim: { kind: 'int', default: 4096, ge: 1, description: 'hidden width of the projector (and its EMA target)' },
     projOutputDim: { kind: 'int', default: 256, ge: 1, description: 'output width of the projector (the width of the queued keys)' },
-    useBnInProjector: { kind: 'int', default: 0, ge: 0, le: 1, description: "1: batch norm (--norm's kind) after the projector's hidden Linear, 0: none" },
+    useBnInProjector: { kind: 'bool', default: false, description: "true: batch norm (--norm's kind) after the projector's hidden Linear; false: none" },
     queueSize: { kind: 'int', default: 65536, ge: 1, description: 'teacher keys kept in the queue the relations are computed against' },
     temperatureQ: { kind: 'float', default: 0.1, gt: 0, description: "temperature of the student's (strong view) similarities to the queue" },
     temperatureK: { kind: 'float', default: 0.04, gt: 0, description: "temperature of the teacher's (weak view) similarities to the queue" },
@@ -52,11 +52,10 @@ export class ReSSL extends MomentumMethod {
     super(ctx);
     const { projHiddenDim, projOutputDim, queueSize, useBnInProjector } = this.args;
     const dims = [this.backbone.featureDim, projHiddenDim, projOutputDim];
-    const head = { norm: this.norm, hiddenNorm: useBnInProjector === 1, rng: ctx.rng };
+    const head = { norm: this.norm, hiddenNorm: useBnInProjector, rng: ctx.rng };
     this.projector = this.addModule('projector', mlpHead(dims, head));
     this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead(dims, head));
     this.queue = this.addModule('queue', new FeatureQueue(queueSize, projOutputDim, { rng: ctx.rng }));
-    this.initializeTargets();
   }
 
   /**

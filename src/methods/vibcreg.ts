@@ -26,7 +26,7 @@ export class VIbCReg extends BaseMethod {
     simLossWeight: { kind: 'float', default: 25, ge: 0, description: 'weight of the invariance (MSE) term' },
     varLossWeight: { kind: 'float', default: 25, ge: 0, description: "weight of the variance term (hinge on the std, the two views' summed)" },
     covLossWeight: { kind: 'float', default: 200, ge: 0, description: 'weight of the normalised covariance (off-diagonal correlation) term' },
-    iternorm: { kind: 'int', default: 1, ge: 0, le: 1, description: 'end the projector with IterNorm (1) or not (0)' },
+    iternorm: { kind: 'bool', default: true, description: 'end the projector with IterNorm (true) or not (false)' },
     iternormGroups: { kind: 'int', default: 64, ge: 1, description: "IterNorm's feature groups (solo-learn's grouping: adjusted to divide projOutputDim)" },
     iternormIterations: { kind: 'int', default: 5, ge: 1, description: "IterNorm's Newton-Schulz iterations T" },
   });
@@ -42,7 +42,7 @@ export class VIbCReg extends BaseMethod {
   constructor(ctx: MethodContext) {
     super(ctx);
     const { projHiddenDim, projOutputDim, iternorm, iternormGroups, iternormIterations } = this.args;
-    const outputLayer = iternorm === 1 ? new IterNorm(projOutputDim, { numGroups: iternormGroups, iterations: iternormIterations }) : undefined;
+    const outputLayer = iternorm ? new IterNorm(projOutputDim, { numGroups: iternormGroups, iterations: iternormIterations }) : undefined;
     this.projector = this.addModule(
       'projector',
       mlpHead([this.backbone.featureDim, projHiddenDim, projHiddenDim, projOutputDim], { norm: this.norm, rng: ctx.rng, activation: 'gelu', outputLayer }),

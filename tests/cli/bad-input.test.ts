@@ -33,7 +33,7 @@ const CASES: Array<[string, string[], RegExp]> = [
   ['unknown config key', ['--config', unknownKey], /config: unknown option 'learning_rate'/],
   ['unknown backbone', ['--backbone', 'vit_huge'], /backbone: "vit_huge" is not allowed/],
   ['unknown dataset', ['--dataset', 'imagenet'], /dataset: "imagenet" is not allowed; expected one of .* or folder/],
-  ['bad method argument', ['--method-arg', 'temperature'], /--method-arg: "temperature" is not allowed; expected name=number/],
+  ['bad method argument', ['--method-arg', 'temperature'], /--method-arg: "temperature" is not allowed; expected name=value/],
   [
     'argument of another method',
     ['--method-arg', 'lambd=0.1'],

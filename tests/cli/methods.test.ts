@@ -73,6 +73,12 @@ describe('ssl-train methods', function () {
     assert.equal(r.stderr.trim(), 'ssl-train: error: method_args.varianceWeight: -1 is not allowed; expected a number >= 0');
   });
 
+  it('booleans are true or false on the command line: useBnInHead=1 is refused, naming the argument and the allowed values', () => {
+    const r = runCli(['--method', 'dino', '--method-arg', 'useBnInHead=1', '--dataset', 'synthetic', '--max-steps', '1']);
+    assert.equal(r.status, 2);
+    assert.equal(r.stderr.trim(), 'ssl-train: error: method_args.useBnInHead: 1 is not allowed; expected true or false');
+  });
+
   it('--help points --method-arg at it and lists the command', () => {
     const { status, stdout } = runCli(['--help']);
     assert.equal(status, 0);

@@ -25,10 +25,23 @@ describe('recipes in configs/', () => {
         assert.equal(recipe.dataset, dataset);
         assert.equal(recipe.backbone, backbone);
         const config = buildConfig(recipe);
-        resolveMethodArgs(method, config.methodArgs); // every method argument is one the method has, in range
+        resolveMethodArgs(method, config.methodArgs); // every method argument is one the method has, in range (booleans true or false)
       });
     }
   }
+
+  it('on/off arguments are YAML booleans; supcon keeps L_in, the variant its results were measured with', () => {
+    const args = (file: string) => {
+      const config = buildConfig(readConfigFile(join(CONFIGS, file)));
+      return resolveMethodArgs(config.method, config.methodArgs);
+    };
+    assert.equal(args('dino-fashion-mnist.yaml').useBnInHead, true);
+    assert.equal(args('mocov2plus-fashion-mnist.yaml').useBnInProjector, true);
+    assert.equal(args('ressl-fashion-mnist.yaml').useBnInProjector, true);
+    assert.equal(args('mae-cifar10.yaml').normPixLoss, true);
+    assert.equal(args('vibcreg-cifar10.yaml').iternorm, true);
+    for (const dataset of ['fashion-mnist', 'cifar10']) assert.equal(args(`supcon-${dataset}.yaml`).variant, 'in', dataset);
+  });
 });
 
 describe('the default batch size on a world size that does not divide it', function () {

@@ -3,7 +3,7 @@
  * loss as the weighted sum of its three terms on the right neighbours and views, where the
  * gradient goes (transformer and second predictor included, nothing into the target), the
  * momentum projections written after the step, and the per-sample embeddings the gradient cache
- * relies on. (With W ranks: tests/distributed/zoo-all4one.test.ts.)
+ * relies on. (With W ranks: tests/distributed/zoo-exactness.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';

@@ -13,8 +13,14 @@ import {
   resolveMethodArgs,
   SimCLR,
   type ArgSpec,
+  type ArgValue,
   type ArgValues,
+  type NumericArgSpec,
 } from '../../src/methods/index.js';
+import { parseMethodArg, readConfigFile } from '../../src/experiment/config.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tempDir } from '../helpers/run.js';
 
 /** A user subclass as in examples/my-simclr.ts: SimCLR's arguments plus one. */
 class WeightedSimCLR extends SimCLR {
@@ -90,7 +96,7 @@ describe('method arguments', () => {
   });
 
   describe('validation: user errors naming method_args.<name>, the value and what is allowed', () => {
-    const CASES: Array<[string, string, Record<string, number>, RegExp]> = [
+    const CASES: Array<[string, string, Record<string, ArgValue>, RegExp]> = [
       [
         "unknown name, listing the method's",
         'simclr',
@@ -106,7 +112,12 @@ describe('method arguments', () => {
       ['baseTau above 1', 'byol', { baseTau: 1.5 }, /^method_args.baseTau: 1.5 is not allowed; expected a number in \[0, 1\]$/],
       ['finalTau below 0', 'byol', { finalTau: -0.1 }, /^method_args.finalTau: -0.1 is not allowed; expected a number in \[0, 1\]$/],
       ['not finite', 'simclr', { temperature: Infinity }, /^method_args.temperature: .* is not allowed; expected a number > 0$/],
-      ['not a number', 'simclr', { temperature: '0.2' as unknown as number }, /^method_args.temperature: "0.2" is not allowed; expected a number > 0$/],
+      ['not a number', 'simclr', { temperature: '0.2' }, /^method_args.temperature: "0.2" is not allowed; expected a number > 0$/],
+      ['a boolean given 1 (booleans are true or false)', 'dino', { useBnInHead: 1 }, /^method_args.useBnInHead: 1 is not allowed; expected true or false$/],
+      ['a boolean given 0', 'mocov2plus', { useBnInProjector: 0 }, /^method_args.useBnInProjector: 0 is not allowed; expected true or false$/],
+      ['a boolean given a word', 'vibcreg', { iternorm: 'yes' }, /^method_args.iternorm: "yes" is not allowed; expected true or false$/],
+      ['a number given a boolean', 'simclr', { temperature: true }, /^method_args.temperature: true is not allowed; expected a number > 0$/],
+      ['a choice not among the choices', 'supcon', { variant: 'both' }, /^method_args.variant: "both" is not allowed; expected one of in, out$/],
     ];
     for (const [what, method, overrides, pattern] of CASES) {
       it(what, () => throwsUser(() => resolveMethodArgs(method, overrides), pattern));
@@ -119,13 +130,37 @@ describe('method arguments', () => {
     });
   });
 
+  it('booleans are true or false, choices are words: --method-arg, YAML method_args and the resolved values', () => {
+    assert.deepEqual(parseMethodArg('useBnInHead=true'), ['useBnInHead', true]);
+    assert.deepEqual(parseMethodArg('use_bn_in_projector=false'), ['useBnInProjector', false]);
+    assert.deepEqual(parseMethodArg('variant=out'), ['variant', 'out']);
+    assert.deepEqual(parseMethodArg('temperature=0.2'), ['temperature', 0.2]);
+    throwsUser(
+      () => parseMethodArg('variant=Out!'),
+      /^--method-arg: "variant=Out!" is not allowed; expected name=value with a number, true or false, or a word/,
+    );
+    const file = join(tempDir(), 'recipe.yaml');
+    writeFileSync(file, 'method: dino\nmethod_args:\n  use_bn_in_head: true\n  num_prototypes: 64\n');
+    assert.deepEqual(readConfigFile(file).methodArgs, { useBnInHead: true, numPrototypes: 64 });
+    assert.equal(resolveMethodArgs('dino', { useBnInHead: true }).useBnInHead, true);
+    assert.equal(resolveMethodArgs('dino', {}).useBnInHead, false);
+    assert.equal(resolveMethodArgs('vibcreg', { iternorm: false }).iternorm, false);
+    assert.equal(resolveMethodArgs('supcon', {}).variant, 'in');
+    assert.equal(resolveMethodArgs('supcon', { variant: 'out' }).variant, 'out');
+  });
+
   it('rejects malformed declarations when the class is defined', () => {
-    const spec = (extra: Partial<ArgSpec>): ArgSpec => ({ kind: 'float', default: 1, description: 'x', ...extra });
+    const spec = (extra: Partial<NumericArgSpec>): NumericArgSpec => ({ kind: 'float', default: 1, description: 'x', ...extra });
     assert.throws(() => defineArgs({ a: spec({ default: -1, ge: 0 }) }), /method argument 'a': default -1 is not a number >= 0/);
     assert.throws(() => defineArgs({ a: spec({ kind: 'int', default: 0.5 }) }), /method argument 'a': default 0.5 is not an integer/);
     assert.throws(() => defineArgs({ a: spec({ ge: 0, gt: 0 }) }), /give ge or gt, not both/);
     assert.throws(() => defineArgs({ a: spec({ le: 2, lt: 2 }) }), /give le or lt, not both/);
-    assert.throws(() => defineArgs({ a: spec({ kind: 'bool' as 'int' }) }), /kind must be one of float, int/);
+    assert.throws(() => defineArgs({ a: spec({ kind: 'text' as 'int' }) }), /kind must be one of float, int, bool, choice/);
+    assert.throws(() => defineArgs({ a: { kind: 'bool', default: 1 as unknown as boolean, description: 'x' } }), /default 1 is not true or false/);
+    const choice = (choices: string[], value = choices[0]!): ArgSpec => ({ kind: 'choice', default: value, choices, description: 'x' });
+    assert.throws(() => defineArgs({ a: choice(['in']) }), /choices must be at least two lower-case words/);
+    assert.throws(() => defineArgs({ a: choice(['true', 'false']) }), /choices must be at least two lower-case words/);
+    assert.throws(() => defineArgs({ a: choice(['in', 'out'], 'up') }), /default "up" is not one of in, out/);
     assert.throws(() => defineArgs({ a: spec({ description: ' ' }) }), /needs a one-line description/);
     assert.throws(() => defineArgs({ scale_loss: spec({}) }), /method argument 'scale_loss': names are camelCase/);
     assert.ok(Object.isFrozen(defineArgs({ a: spec({}) })));
@@ -142,10 +177,14 @@ describe('method arguments', () => {
   });
 
   it('words ranges for tables and messages', () => {
-    const words = (s: Partial<ArgSpec>) => {
+    const words = (s: Partial<NumericArgSpec>) => {
       const full: ArgSpec = { kind: 'float', default: 0.5, description: 'x', ...s };
       return [describeRange(full), allowedValues(full)];
     };
+    const flag: ArgSpec = { kind: 'bool', default: false, description: 'x' };
+    assert.deepEqual([describeRange(flag), allowedValues(flag)], ['true|false', 'true or false']);
+    const choice: ArgSpec = { kind: 'choice', default: 'in', choices: ['in', 'out'], description: 'x' };
+    assert.deepEqual([describeRange(choice), allowedValues(choice)], ['in|out', 'one of in, out']);
     assert.deepEqual(words({}), ['any', 'a number']);
     assert.deepEqual(words({ kind: 'int', default: 1 }), ['any', 'an integer']);
     assert.deepEqual(words({ gt: 0 }), ['> 0', 'a number > 0']);

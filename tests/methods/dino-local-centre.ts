@@ -1,6 +1,6 @@
 /**
  * A negative control for DINO's distributed tests, registered as `dino_local_centre` when this
- * module is preloaded (`node --import <this file> bin.js ...`): DINO whose loss runs on this
+ * module is loaded (tests/distributed/workers/cli-batch.ts imports it): DINO whose loss runs on this
  * rank's batch only (a group of one), so its centre moves with this rank's teacher mean
  * instead of the global batch's. `verify` must fail on it.
  */

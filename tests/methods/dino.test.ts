@@ -2,7 +2,7 @@
  * DINO on one process: the head, the teacher temperature warm-up, the loss and centre as the
  * pure `dinoLoss` gives them (the centre carried from step to step), the last-layer freeze
  * and gradient clipping of `adjustGradients`, and the gradient cache. (W ranks and resuming:
- * tests/distributed/zoo-dino.test.ts.)
+ * tests/distributed/zoo-exactness.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';
@@ -13,13 +13,14 @@ import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor, type Tensor1D, type Tensor2D } from '../../src/core/tf.js';
 import { dinoLoss } from '../../src/losses/dino.js';
 import type { DINO } from '../../src/methods/dino.js';
+import type { MethodArgs } from '../../src/methods/base.js';
 import { gradCacheGradients } from '../../src/methods/grad-cache.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 
 const SMALL = { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 6 };
 
-function build(args: Record<string, number> = {}, seed = 3, norm: NormKind = 'layer'): DINO {
+function build(args: MethodArgs = {}, seed = 3, norm: NormKind = 'layer'): DINO {
   const cls = getMethodClass('dino');
   const m = new cls({
     createBackbone: (rng) => createBackbone('mlp', { inChannels: 1, imageSize: 8, rng, mlpHidden: [16], norm: 'layer' }),
@@ -77,11 +78,11 @@ describe('DINO', () => {
     m.dispose();
   });
 
-  it("useBnInHead 1: student and teacher heads get a batch norm after each hidden Linear, so a shift common to the batch's features no longer reaches the output", () => {
+  it("useBnInHead true: student and teacher heads get a batch norm after each hidden Linear, so a shift common to the batch's features no longer reaches the output", () => {
     const kinds = (m: DINO) =>
       m.head.mlp.namedChildren().map(([, l]) => (l instanceof Linear ? 'Linear' : l instanceof BatchNorm ? 'BatchNorm' : l instanceof GELU ? 'GELU' : '?'));
     const plain = build({ projHiddenDim: 64, projOutputDim: 32 }, 3, 'batch');
-    const withBn = build({ projHiddenDim: 64, projOutputDim: 32, useBnInHead: 1 }, 3, 'batch');
+    const withBn = build({ projHiddenDim: 64, projOutputDim: 32, useBnInHead: true }, 3, 'batch');
     assert.deepEqual(kinds(plain), ['Linear', 'GELU', 'Linear', 'GELU', 'Linear']);
     assert.deepEqual(kinds(withBn), ['Linear', 'BatchNorm', 'GELU', 'Linear', 'BatchNorm', 'GELU', 'Linear']);
     assert.deepEqual(

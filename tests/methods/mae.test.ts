@@ -3,7 +3,7 @@
  * batch), the encoder on the kept patches, the decoder's shapes and fixed position embeddings,
  * the loss on the masked patches only (negative controls: the loss over every patch, and
  * predictions of kept patches that must not matter), and the ViT-only check. (With W ranks:
- * tests/distributed/zoo-mae.test.ts.)
+ * tests/distributed/zoo-exactness.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';
@@ -152,7 +152,7 @@ describe('mae: recipe', () => {
     assert.equal(MAE.viewRecipe, 'reconstruction');
     assert.equal(MAE.defaultBackbone, 'vit_tiny');
     const args = resolveMethodArgs('mae', {});
-    assert.deepEqual(args, { maskRatio: 0.75, decoderEmbedDim: 512, decoderDepth: 8, decoderNumHeads: 16, normPixLoss: 1 });
+    assert.deepEqual(args, { maskRatio: 0.75, decoderEmbedDim: 512, decoderDepth: 8, decoderNumHeads: 16, normPixLoss: true });
     assert.ok(build().backbone instanceof VisionTransformer);
   });
 });

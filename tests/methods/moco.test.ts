@@ -2,7 +2,7 @@
  * MoCo v2+, MoCo v3 and ReSSL on one process: defaults (solo-learn's CIFAR recipes), heads,
  * which parameters learn, what is detached, the queue written after the step with the
  * normalised keys, and the loss against a float64 hand computation from the embeddings.
- * (W ranks: tests/distributed/zoo-moco.test.ts.)
+ * (W ranks: tests/distributed/zoo-exactness.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';
@@ -10,7 +10,7 @@ import { initEngine } from '../../src/core/engine.js';
 import { BatchNorm, Linear, ReLU, type Sequential } from '../../src/core/layers.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
-import { MoCoV2Plus, MoCoV3, ReSSL, cosineTau, type MomentumMethod } from '../../src/methods/index.js';
+import { MoCoV2Plus, MoCoV3, ReSSL, cosineTau, type MethodArgs, type MomentumMethod } from '../../src/methods/index.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 
 const SMALL_ARGS: Record<string, Record<string, number>> = {
@@ -21,7 +21,7 @@ const SMALL_ARGS: Record<string, Record<string, number>> = {
 const METHODS = ['mocov2plus', 'mocov3', 'ressl'];
 const B = 6;
 
-function build(name: string, seed = 3, extra: Record<string, number> = {}): MomentumMethod {
+function build(name: string, seed = 3, extra: MethodArgs = {}): MomentumMethod {
   const cls = getMethodClass(name);
   return new cls({
     createBackbone: (rng) => createBackbone('mlp', { inChannels: 1, imageSize: 8, rng, mlpHidden: [16] }),
@@ -115,7 +115,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
       finalTau: 0.999,
       projHiddenDim: 2048,
       projOutputDim: 256,
-      useBnInProjector: 0,
+      useBnInProjector: false,
       queueSize: 32768,
       temperature: 0.2,
     });
@@ -132,7 +132,7 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
       finalTau: 1,
       projHiddenDim: 4096,
       projOutputDim: 256,
-      useBnInProjector: 0,
+      useBnInProjector: false,
       queueSize: 65536,
       temperatureQ: 0.1,
       temperatureK: 0.04,
@@ -158,9 +158,9 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
       m.dispose();
     }
     for (const name of ['mocov2plus', 'ressl']) {
-      const m = build(name, 3, { useBnInProjector: 1 }) as MoCoV2Plus | ReSSL;
-      assert.deepEqual(kinds(m.projector), ['Linear+b', 'BN', 'ReLU', 'Linear+b'], `${name} useBnInProjector 1`);
-      assert.deepEqual(kinds(m.momentumProjector), ['Linear+b', 'BN', 'ReLU', 'Linear+b'], `${name} useBnInProjector 1`);
+      const m = build(name, 3, { useBnInProjector: true }) as MoCoV2Plus | ReSSL;
+      assert.deepEqual(kinds(m.projector), ['Linear+b', 'BN', 'ReLU', 'Linear+b'], `${name} useBnInProjector true`);
+      assert.deepEqual(kinds(m.momentumProjector), ['Linear+b', 'BN', 'ReLU', 'Linear+b'], `${name} useBnInProjector true`);
       m.dispose();
     }
     const m = build('mocov3') as MoCoV3;
@@ -170,10 +170,10 @@ describe('MoCo v2+, MoCo v3, ReSSL', () => {
     m.dispose();
   });
 
-  it("useBnInProjector 1 (mocov2plus, ressl): a shift common to the batch's features no longer reaches the queries; without it, it does", () => {
+  it("useBnInProjector true (mocov2plus, ressl): a shift common to the batch's features no longer reaches the queries; without it, it does", () => {
     for (const name of ['mocov2plus', 'ressl']) {
       const plain = build(name, 3, { projHiddenDim: 64, projOutputDim: 32 }) as MoCoV2Plus | ReSSL;
-      const withBn = build(name, 3, { projHiddenDim: 64, projOutputDim: 32, useBnInProjector: 1 }) as MoCoV2Plus | ReSSL;
+      const withBn = build(name, 3, { projHiddenDim: 64, projOutputDim: 32, useBnInProjector: true }) as MoCoV2Plus | ReSSL;
       // Features with a large common part, as ReLU-pooled backbone features have.
       const f = withBn.backbone.featureDim;
       const x = tf.tensor2d(new Rng(5).normalArray(8 * f), [8, f]);

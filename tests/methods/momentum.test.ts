@@ -3,7 +3,7 @@ import { createBackbone } from '../../src/backbones/index.js';
 import { initEngine } from '../../src/core/engine.js';
 import { Rng } from '../../src/core/random.js';
 import { tf } from '../../src/core/tf.js';
-import { BYOL, cosineTau } from '../../src/methods/index.js';
+import { BYOL, cosineTau, mlpHead, MomentumMethod, type MethodContext, type SslLossOutput } from '../../src/methods/index.js';
 import { resolveMethodArgs } from '../../src/methods/registry.js';
 
 function smallByol(seed = 1): BYOL {
@@ -13,6 +13,34 @@ function smallByol(seed = 1): BYOL {
     rng: new Rng(seed),
     args: resolveMethodArgs('byol', { projHiddenDim: 8, projOutputDim: 4, predHiddenDim: 8 }),
   });
+}
+
+/** A momentum method as a subclass author writes one: a projector and its EMA copy registered, nothing else called. */
+class MinimalMomentum extends MomentumMethod {
+  readonly projector;
+  readonly momentumProjector;
+
+  constructor(ctx: MethodContext) {
+    super(ctx);
+    const dims = [this.backbone.featureDim, 8, 4];
+    this.projector = this.addModule('projector', mlpHead(dims, { rng: ctx.rng, norm: 'batch' }));
+    this.momentumProjector = this.addMomentumProjector(this.projector, mlpHead(dims, { rng: ctx.rng, norm: 'batch' }));
+  }
+
+  override embed(features: tf.Tensor[], views: tf.Tensor[]): tf.Tensor[] {
+    return [this.projector.forward(features[0]!), this.targetProjection(views[1]!)];
+  }
+
+  override embeddingLoss([z, t]: tf.Tensor[]): SslLossOutput {
+    return { loss: tf.mean(tf.square(tf.sub(z!, t!))) as tf.Scalar };
+  }
+}
+
+/** Asserts that `target` holds exactly `online`'s parameters and buffers. */
+function assertSameState(online: { stateDict(): Record<string, tf.Tensor> }, target: { stateDict(): Record<string, tf.Tensor> }, what: string): void {
+  const [a, b] = [online.stateDict(), target.stateDict()];
+  assert.deepEqual(Object.keys(b).sort(), Object.keys(a).sort(), what);
+  for (const name of Object.keys(a)) assert.deepEqual(Array.from(b[name]!.dataSync()), Array.from(a[name]!.dataSync()), `${what}: ${name}`);
 }
 
 describe('MomentumMethod', () => {
@@ -37,6 +65,28 @@ describe('MomentumMethod', () => {
     }
     const trainable = new Set(m.trainableParameters());
     for (const v of [...m.momentumBackbone.parameters(), ...m.momentumProjector.parameters()]) assert.ok(!trainable.has(v));
+    m.dispose();
+  });
+
+  it('a subclass that only registers its projector pair gets both targets initialised (exact, frozen copies) with no call of its own', () => {
+    const m = new MinimalMomentum({
+      createBackbone: (rng) => createBackbone('mlp', { inChannels: 1, imageSize: 8, rng, mlpHidden: [16] }),
+      numClasses: 3,
+      rng: new Rng(5),
+      args: resolveMethodArgs('byol', {}),
+    });
+    assertSameState(m.backbone, m.momentumBackbone, 'backbone');
+    assertSameState(m.projector, m.momentumProjector, 'projector');
+    const trainable = new Set(m.trainableParameters());
+    for (const v of [...m.momentumBackbone.parameters(), ...m.momentumProjector.parameters()]) assert.ok(!trainable.has(v), v.name);
+    m.dispose();
+  });
+
+  it('resetTargets copies online weights replaced after construction (a loaded pretrained backbone) into the target', () => {
+    const m = smallByol();
+    for (const v of m.backbone.parameters()) v.assign(tf.add(v, 0.5));
+    m.resetTargets();
+    assertSameState(m.backbone, m.momentumBackbone, 'backbone');
     m.dispose();
   });
 

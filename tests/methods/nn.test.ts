@@ -3,7 +3,7 @@
  * recipes, one training step, where the gradient goes (nothing into the targets or the
  * neighbours), the neighbours being the support set's nearest rows, the rows written after
  * the step, `nn_acc`, SimSiam's static predictor lr and the gradient cache. (With W ranks:
- * tests/distributed/zoo-nn.test.ts.)
+ * tests/distributed/zoo-exactness.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';

@@ -1,7 +1,7 @@
 /**
  * Negative-control methods for the multi-process tests of W-MSE, registered when this module
- * is preloaded (`node --import <this file> bin.js --method wmse_local ...`; the launcher passes
- * the flag on to its workers):
+ * is loaded (the exactness tests' batch worker, tests/distributed/workers/cli-batch.ts, imports
+ * it; or `node --import <this file> bin.js --method wmse_local ...`):
  *
  * - `wmse_local`: W-MSE whitening each rank's batch on its own (its sub-batches drawn from
  *   and whitened over the local rows only), which is solo-learn's behaviour under DDP and

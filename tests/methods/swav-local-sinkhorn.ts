@@ -1,6 +1,6 @@
 /**
  * A negative control for SwAV's distributed tests, registered as `swav_local_sinkhorn` when
- * this module is preloaded (`node --import <this file> bin.js ...`): SwAV whose loss runs on
+ * this module is loaded (tests/distributed/workers/cli-batch.ts imports it): SwAV whose loss runs on
  * this rank's batch only (a group of one), so Sinkhorn-Knopp equalises the prototypes' shares
  * within each rank's batch — what solo-learn does under DDP with world_size 1. `verify` must
  * fail on it.

@@ -3,7 +3,7 @@
  * pure Sinkhorn-Knopp and swapped-prediction losses, the queue (written from the gathered
  * projections, joining the assignments from `epochQueueStarts`), the frozen prototypes
  * (no gradient, no optimizer state) and the gradient cache. (W ranks:
- * tests/distributed/zoo-swav.test.ts.)
+ * tests/distributed/zoo-exactness.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';

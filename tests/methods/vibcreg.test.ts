@@ -7,12 +7,12 @@ import { tf, type Tensor, type Tensor2D } from '../../src/core/tf.js';
 import { vicregViews, viewsFor } from '../../src/data/augment/recipes.js';
 import { syntheticDataset } from '../../src/data/synthetic.js';
 import { vibcregLoss } from '../../src/losses/index.js';
-import { hasBatchNorm, VIbCReg } from '../../src/methods/index.js';
+import { hasBatchNorm, VIbCReg, type MethodArgs } from '../../src/methods/index.js';
 import { getMethodClass, methodNames, resolveMethodArgs } from '../../src/methods/registry.js';
 
 const SMALL = { projHiddenDim: 8, projOutputDim: 8, iternormGroups: 2 };
 
-function build(args: Record<string, number> = SMALL, norm: NormKind = 'batch'): VIbCReg {
+function build(args: MethodArgs = SMALL, norm: NormKind = 'batch'): VIbCReg {
   return new VIbCReg({
     createBackbone: (rng) => createBackbone('mlp', { inChannels: 1, imageSize: 8, rng, mlpHidden: [16], norm }),
     numClasses: 3,
@@ -45,7 +45,7 @@ describe('method vibcreg', () => {
       simLossWeight: 25,
       varLossWeight: 25,
       covLossWeight: 200,
-      iternorm: 1,
+      iternorm: true,
       iternormGroups: 64,
       iternormIterations: 5,
     });
@@ -53,15 +53,15 @@ describe('method vibcreg', () => {
     const cifarLike = syntheticDataset({ split: 'train', size: 4, imageSize: 32, channels: 3 });
     assert.deepEqual(viewsFor(VIbCReg.viewRecipe, cifarLike), vicregViews(cifarLike));
     assert.match(VIbCReg.paper, /^Lee & Aune 2021, "VIbCReg/);
-    assert.throws(() => resolveMethodArgs('vibcreg', { iternorm: 2 }), /method_args\.iternorm: 2 is not allowed/);
+    assert.throws(() => resolveMethodArgs('vibcreg', { iternorm: 2 }), /method_args\.iternorm: 2 is not allowed; expected true or false/);
   });
 
-  it('has a projector Linear-BN-GELU-Linear-BN-GELU-Linear-IterNorm (without IterNorm for iternorm=0)', () => {
+  it('has a projector Linear-BN-GELU-Linear-BN-GELU-Linear-IterNorm (without IterNorm for iternorm=false)', () => {
     const m = build();
     assert.deepEqual(kinds(m), ['Linear', 'BatchNorm', 'GELU', 'Linear', 'BatchNorm', 'GELU', 'Linear', 'IterNorm']);
     const iterNorm = m.projector.namedChildren().at(-1)![1] as IterNorm;
     assert.deepEqual([iterNorm.groups, iterNorm.groupSize, iterNorm.iterations], [2, 4, 5]);
-    const plain = build({ ...SMALL, iternorm: 0 });
+    const plain = build({ ...SMALL, iternorm: false });
     assert.deepEqual(kinds(plain), ['Linear', 'BatchNorm', 'GELU', 'Linear', 'BatchNorm', 'GELU', 'Linear']);
     m.dispose();
     plain.dispose();
@@ -99,10 +99,10 @@ describe('method vibcreg', () => {
     m.dispose();
   });
 
-  it('IterNorm couples the samples: with --norm layer the method still counts as batch-coupled (the gradient cache refuses it), unless iternorm=0', () => {
+  it('IterNorm couples the samples: with --norm layer the method still counts as batch-coupled (the gradient cache refuses it), unless iternorm=false', () => {
     const m = build(SMALL, 'layer');
     assert.equal(hasBatchNorm(m), true);
-    const plain = build({ ...SMALL, iternorm: 0 }, 'layer');
+    const plain = build({ ...SMALL, iternorm: false }, 'layer');
     assert.equal(hasBatchNorm(plain), false);
     m.dispose();
     plain.dispose();

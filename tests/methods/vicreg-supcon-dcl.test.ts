@@ -72,7 +72,7 @@ describe('methods vicreg, supcon, dcl', () => {
     assert.deepEqual(resolveMethodArgs('vicreg', {}), { projHiddenDim: 2048, projOutputDim: 2048, simLossWeight: 25, varLossWeight: 25, covLossWeight: 1 });
     assert.deepEqual(VICReg.optimDefaults, { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-4 });
     assert.equal(VICReg.viewRecipe, 'vicreg');
-    assert.deepEqual(resolveMethodArgs('supcon', {}), { projHiddenDim: 2048, projOutputDim: 256, temperature: 0.2 });
+    assert.deepEqual(resolveMethodArgs('supcon', {}), { projHiddenDim: 2048, projOutputDim: 256, temperature: 0.2, variant: 'in' });
     assert.deepEqual(SupCon.optimDefaults, { optimizer: 'sgd', lr: 0.4, classifierLr: 0.1, weightDecay: 1e-5 });
     assert.equal(SupCon.viewRecipe, 'simclr');
     assert.deepEqual(resolveMethodArgs('dcl', {}), { projHiddenDim: 2048, projOutputDim: 256, temperature: 0.1, sigma: 0 });

@@ -1,0 +1,38 @@
+/**
+ * One rank of a batch of `ssl-train` command lines that share one launch: the test spawns this
+ * script once per rank (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE in the environment, as
+ * the launcher sets them; none for a one-process batch), and every rank runs the same command
+ * lines in order through the CLI's own `main`, each over its own rendezvous
+ * (`file://<dir>/<id>`), so each is the `ssl-train` run a launcher's worker would make, without
+ * starting W processes per run. Loads the negative-control methods of tests/methods first.
+ *
+ * argv: `<spec.json> ` with spec `{ dir, entries: [{ id, argv }] }`. Around each entry it writes
+ * `@@begin <id>` and `@@end <id> <exit code>` lines to stdout and stderr.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { main } from '../../../src/cli/main.js';
+import { RENDEZVOUS_ENV } from '../../../src/distributed/launcher.js';
+import '../../methods/all4one-local-queue.js';
+import '../../methods/dino-local-centre.js';
+import '../../methods/regs-methods.js';
+import '../../methods/swav-local-sinkhorn.js';
+
+/** What one batch runs. */
+export interface CliBatchSpec {
+  dir: string;
+  entries: Array<{ id: string; argv: string[] }>;
+}
+
+const spec = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as CliBatchSpec;
+for (const { id, argv } of spec.entries) {
+  process.env[RENDEZVOUS_ENV] = pathToFileURL(join(spec.dir, `rendezvous-${id}`)).href;
+  process.stdout.write(`@@begin ${id}\n`);
+  process.stderr.write(`@@begin ${id}\n`);
+  process.exitCode = undefined;
+  const code = await main(argv);
+  process.exitCode = undefined;
+  process.stdout.write(`@@end ${id} ${code}\n`);
+  process.stderr.write(`@@end ${id} ${code}\n`);
+}
