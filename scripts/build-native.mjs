@@ -37,7 +37,7 @@ for (const name of addons) {
   } else {
     failed++;
     const tail = (result.stderr ?? '').trim().split('\n').slice(-5).join('\n');
-    console.warn(`ssl-zoo: native addon '${name}' did not build; see README "Native addons".${tail ? `\n${tail}` : ''}`);
+    console.warn(`ssl-zoo: native addon '${name}' did not build; see docs/performance.md, "Native addons".${tail ? `\n${tail}` : ''}`);
   }
 }
 process.exit(failed > 0 && !optional ? 1 : 0);

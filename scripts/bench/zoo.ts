@@ -9,13 +9,16 @@
  * each method is checked against the random-init kNN of its own backbone.
  *
  * Results accumulate in scripts/bench/zoo-results.json (committed; one row per method: its
- * figures, the recipe fingerprint, commit, CPU and date), from which the README's table is
- * regenerated (between `<!-- zoo-table:start -->` and `<!-- zoo-table:end -->`). A row whose
- * fingerprint differs from the method's current recipe is stale: the table lists the method
- * as not measured. `--table` only regenerates the table; `--from-runs` records the finished
- * runs in bench-runs/zoo/ instead of training again; `--restamp` re-fingerprints the rows whose
- * recipe file did not change since they were measured. `--curves` also validates before the
- * first step and after every epoch (outside the fingerprint: validation changes no weights).
+ * figures, the recipe fingerprint, commit, CPU and date, and a note on what qualifies the
+ * figures), from which the README's short table (between `<!-- zoo-table:start -->` and
+ * `<!-- zoo-table:end -->`) and the long form in docs/results.md (between
+ * `<!-- zoo-details:start -->` and `<!-- zoo-details:end -->`: provenance and the notes) are
+ * regenerated. A row whose fingerprint differs from the method's current recipe is stale: the
+ * tables list the method as not measured. `--table` only regenerates the tables (no training);
+ * `--from-runs` records the finished runs in bench-runs/zoo/ instead of training again;
+ * `--restamp` re-fingerprints the rows whose recipe file did not change since they were
+ * measured. `--curves` also validates before the first step and after every epoch (outside the
+ * fingerprint: validation changes no weights).
  */
 import { createHash } from 'node:crypto';
 import { execSync } from 'node:child_process';
@@ -37,6 +40,8 @@ import { flag } from './common.js';
 
 const RESULTS = 'scripts/bench/zoo-results.json';
 const README = 'README.md';
+/** The long form of the results (provenance and notes per row). */
+const RESULTS_PAGE = 'docs/results.md';
 const KNN = { k: 20, temperature: 0.07 };
 /** A method must beat the random-init backbone's kNN top-1 by this many points. */
 const MARGIN = 5;
@@ -253,50 +258,110 @@ async function trainMethod(method: string, epochs: number): Promise<MethodRow> {
   return rowFromRun(method, config);
 }
 
-/** The README table from the results: current rows only, each checked against the random-init baseline of its backbone. */
+/** A row of the results table: a method's measured row if it is current (same epochs, same recipe fingerprint), else undefined. */
+function currentRow(results: Results, name: string, epochs: number): MethodRow | undefined {
+  const row = results.methods[name];
+  if (
+    !row ||
+    row.epochs !== epochs ||
+    !existsSync(join('configs', `${name}-fashion-mnist.yaml`)) ||
+    row.fingerprint !== fingerprint(benchConfig(name, row.epochs))
+  )
+    return undefined;
+  return row;
+}
+
+const pct = (x: number) => (100 * x).toFixed(1);
+
+/** The kNN gain over the random-init kNN of the row's backbone, in points ("+8.0"), and whether it reaches MARGIN. */
+function gain(results: Results, name: string, row: MethodRow): { delta: string; passes: string } {
+  const backbone = backboneOf(name);
+  const random = results.baselines.randomInit?.[backbone]?.knnTop1;
+  if (random === undefined) return { delta: '', passes: `no ${backbone} baseline` };
+  const points = 100 * (row.knnTop1 - random);
+  return { delta: `${points >= 0 ? '+' : '−'}${Math.abs(points).toFixed(1)}`, passes: row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**' };
+}
+
+function notMeasured(missing: string[]): string[] {
+  return missing.length
+    ? ['', `Not yet measured with the current recipe: ${missing.join(', ')} (\`npm run bench:zoo -- --methods ${missing.join(',')}\`).`]
+    : [];
+}
+
+/**
+ * The README's table (short cells): current rows only, each checked against the random-init
+ * baseline of its backbone; the measurement notes are in docs/results.md (see {@link details}).
+ */
 function table(results: Results, epochs: number): string {
-  const pct = (x: number) => (100 * x).toFixed(1);
   const lines = [
-    `| method | kNN top-1 (%) | online linear top-1 (%) | beats random init by ≥ ${MARGIN} points | wall time | images/s | measured on |`,
-    '|---|---|---|---|---|---|---|',
+    `| method | backbone | kNN top-1 (%) | vs random init (points) | online linear top-1 (%) | beats random init by ≥ ${MARGIN} |`,
+    '|---|---|---|---|---|---|',
   ];
   const missing: string[] = [];
   for (const name of BUILT_IN_METHODS) {
-    const row = results.methods[name];
-    if (
-      !row ||
-      row.epochs !== epochs ||
-      !existsSync(join('configs', `${name}-fashion-mnist.yaml`)) ||
-      row.fingerprint !== fingerprint(benchConfig(name, row.epochs))
-    ) {
+    const row = currentRow(results, name, epochs);
+    if (!row) {
       missing.push(name);
       continue;
     }
-    const backbone = backboneOf(name);
-    const random = results.baselines.randomInit?.[backbone]?.knnTop1;
-    const beats = random === undefined ? `no ${backbone} baseline` : row.knnTop1 - random >= MARGIN / 100 ? 'yes' : '**no**';
-    const time = `${Math.floor(row.wallTimeSec / 60)} min ${Math.round(row.wallTimeSec % 60)} s`;
-    lines.push(
-      `| ${name} | ${pct(row.knnTop1)} | ${pct(row.linearTop1)} | ${beats} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu}, ${row.commit}, ${row.date}${row.note ? ` (${row.note})` : ''} |`,
-    );
+    const { delta, passes } = gain(results, name, row);
+    lines.push(`| ${name} | ${backboneOf(name)} | ${pct(row.knnTop1)} | ${delta} | ${pct(row.linearTop1)} | ${passes} |`);
   }
   for (const [backbone, baseline] of Object.entries(results.baselines.randomInit ?? {}))
-    lines.push(`| *random-init ${backbone}* | ${pct(baseline.knnTop1)} | | | | | ${baseline.cpu} |`);
-  if (results.baselines.rawPixels) lines.push(`| *raw pixels* | ${pct(results.baselines.rawPixels.knnTop1)} | | | | | ${results.baselines.rawPixels.cpu} |`);
-  if (missing.length)
-    lines.push('', `Not yet measured with the current recipe: ${missing.join(', ')} (\`npm run bench:zoo -- --methods ${missing.join(',')}\`).`);
-  return lines.join('\n');
+    lines.push(`| *random-init ${backbone}* | ${backbone} | ${pct(baseline.knnTop1)} | | | |`);
+  if (results.baselines.rawPixels) lines.push(`| *raw pixels* | — | ${pct(results.baselines.rawPixels.knnTop1)} | | | |`);
+  return [...lines, ...notMeasured(missing)].join('\n');
+}
+
+/**
+ * docs/results.md's long form: every current row with its wall time, throughput and
+ * provenance (CPU, commit, date), then each row's note (what qualifies its figures: other jobs
+ * on the machine, earlier recipes tried) as a list, so that no table cell holds prose.
+ */
+function details(results: Results, epochs: number): string {
+  const lines = [
+    '| method | kNN top-1 (%) | vs random init (points) | online linear top-1 (%) | wall time | images/s | CPU | commit | date |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  const notes: string[] = [];
+  const missing: string[] = [];
+  for (const name of BUILT_IN_METHODS) {
+    const row = currentRow(results, name, epochs);
+    if (!row) {
+      missing.push(name);
+      continue;
+    }
+    const { delta } = gain(results, name, row);
+    const time = `${Math.floor(row.wallTimeSec / 60)} min ${Math.round(row.wallTimeSec % 60)} s`;
+    lines.push(
+      `| ${name} | ${pct(row.knnTop1)} | ${delta} | ${pct(row.linearTop1)} | ${time} | ${Math.round(row.imagesPerSec)} | ${row.cpu} | ${row.commit} | ${row.date} |`,
+    );
+    if (row.note) notes.push(`- **${name}**: ${row.note}`);
+  }
+  for (const [backbone, b] of Object.entries(results.baselines.randomInit ?? {}))
+    lines.push(`| *random-init ${backbone}* | ${pct(b.knnTop1)} | | | | | ${b.cpu} | ${b.commit} | ${b.date} |`);
+  const raw = results.baselines.rawPixels;
+  if (raw) lines.push(`| *raw pixels* | ${pct(raw.knnTop1)} | | | | | ${raw.cpu} | ${raw.commit} | ${raw.date} |`);
+  const out = [...lines, ...notMeasured(missing)];
+  if (notes.length) out.push('', 'Notes on the rows (the `note` of each row in `scripts/bench/zoo-results.json`):', '', ...notes);
+  return out.join('\n');
+}
+
+/** Replaces the text between `<!-- NAME:start -->` and `<!-- NAME:end -->` in `file`. */
+function writeBetween(file: string, name: string, content: string): void {
+  const text = readFileSync(file, 'utf8');
+  const start = `<!-- ${name}:start -->`;
+  const end = `<!-- ${name}:end -->`;
+  const i = text.indexOf(start);
+  const j = text.indexOf(end);
+  if (i < 0 || j < i) throw new Error(`bench:zoo: ${file} has no ${start} ... ${end} section`);
+  writeFileSync(file, `${text.slice(0, i + start.length)}\n${content}\n${text.slice(j)}`);
+  process.stdout.write(`bench:zoo: wrote the ${name} section of ${file}\n`);
 }
 
 function writeTable(results: Results, epochs: number): void {
-  const text = readFileSync(README, 'utf8');
-  const start = '<!-- zoo-table:start -->';
-  const end = '<!-- zoo-table:end -->';
-  const i = text.indexOf(start);
-  const j = text.indexOf(end);
-  if (i < 0 || j < i) throw new Error(`bench:zoo: ${README} has no ${start} ... ${end} section`);
-  writeFileSync(README, `${text.slice(0, i + start.length)}\n${table(results, epochs)}\n${text.slice(j)}`);
-  process.stdout.write(`bench:zoo: wrote the table in ${README}\n`);
+  writeBetween(README, 'zoo-table', table(results, epochs));
+  writeBetween(RESULTS_PAGE, 'zoo-details', details(results, epochs));
 }
 
 /**

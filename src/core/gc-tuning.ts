@@ -10,7 +10,7 @@ let tuned = false;
  * runs marker threads beside the main thread; they take cores from the native kernels'
  * threads, and a parallel kernel waits for its slowest thread. Marking on the main thread
  * instead took a `tiny_resnet` SimCLR trainer step on 2 cores from 1.57 s to 1.07 s
- * (README, "CPU speed"), at the price of some peak memory. Set before the heap grows (the
+ * (docs/performance.md, "CPU speed"), at the price of some peak memory. Set before the heap grows (the
  * CLI does it first thing) it works best; later it still helps. Process-wide, idempotent.
  */
 export function tuneGarbageCollector(): void {

@@ -46,7 +46,7 @@ export interface SslLossOutput {
 }
 
 /**
- * The keys of a batch's per-sample randomness (DESIGN.md contract 8): sample k's draws come
+ * The keys of a batch's per-sample randomness (docs/design.md, contract 8): sample k's draws come
  * from `(seed, epoch, indices[k], ...)`, whatever the batch's composition or the world size.
  */
 export interface SampleKeys {

@@ -2,7 +2,7 @@
  * MAE's random masking (solo-learn's `random_masking`: per sample, the patches with the
  * smallest noise are kept), drawn per sample from `Rng.keyed(seed, epoch, index, view,
  * MASK_STREAM)`, so a sample's mask depends on nothing else: not on its batch, its
- * position in the batch or the world size (DESIGN.md contract 8).
+ * position in the batch or the world size (docs/design.md, contract 8).
  */
 import { Rng } from '../core/random.js';
 import type { SampleKeys } from './base.js';

@@ -95,7 +95,7 @@ describe('data-parallel training equals one process on the global batch', functi
     assert.equal(status, 0, stdout + stderr);
   });
 
-  // The README's own example with every default (tiny_resnet, batch 256, LARS at the full lr):
+  // The example of docs/distributed.md (`ssl-train verify`) with every default (tiny_resnet, batch 256, LARS at the full lr):
   // float32 round-off flips ReLUs here, so this is where a fixed 1e-5 tolerance failed.
   for (const method of ['simclr', 'barlow_twins', 'byol']) {
     it(`${method}: ssl-train verify --devices 2 passes with all defaults`, function () {

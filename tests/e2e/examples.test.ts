@@ -12,7 +12,8 @@ function run(script: string, args: string[]): { status: number | null; stdout: s
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-describe("the README's examples run as written", function () {
+// The examples that docs/methods.md shows ("Your own method", "From code") and the README names.
+describe('the examples of docs/methods.md run as written', function () {
   this.timeout(240_000);
 
   it('your own method: examples/my-simclr.js trains my_simclr from the CLI and logs its own loss terms', () => {

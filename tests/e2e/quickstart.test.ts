@@ -5,9 +5,16 @@ import { fileURLToPath } from 'node:url';
 import { runCli, tempDir } from '../helpers/run.js';
 
 const QUICKSTART = fileURLToPath(new URL('../../../configs/quickstart.yaml', import.meta.url));
+const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
 
 describe("the README's quickstart (configs/quickstart.yaml, Fashion-MNIST)", function () {
   this.timeout(1_200_000);
+
+  it("is the README's: its set-up and training command runs this config, and its test command is npm test", () => {
+    const readme = readFileSync(README, 'utf8');
+    assert.match(readme, /^bash scripts\/setup\.sh && npx ssl-train --config configs\/quickstart\.yaml$/m);
+    assert.match(readme, /^npm test$/m);
+  });
 
   it('prints the random-init baseline first, then kNN top-1 rises clearly above it', () => {
     const runDir = join(tempDir(), 'quickstart');
