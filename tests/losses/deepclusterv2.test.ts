@@ -2,7 +2,7 @@
  * Unit tests of DeepCluster v2's loss (its edge cases; its float64 PyTorch reference cases,
  * `deepclusterv2` and `deepclusterv2-lopsided`, are checked with every other loss by
  * tests/losses/cases.test.ts) and of the spherical k-means (closed forms on the circle, empty
- * clusters, input checks). The W-rank runs are in tests/distributed/deepclusterv2.test.ts and
+ * clusters, input checks). The W-rank runs are in tests/distributed/deepclusterv2.full.test.ts and
  * tests/distributed/losses.full.test.ts.
  */
 import assert from 'node:assert/strict';

@@ -2,7 +2,7 @@
  * DeepCluster v2 on one process: its recipe, epoch 0 (no clusters: loss 0, the bank filled by
  * dataset index after the step), an epoch start that clusters the bank and resets the
  * prototypes (frozen: no optimizer group holds them), the errors, and a resume at an epoch
- * boundary that is bit-exact. (With W ranks: tests/distributed/deepclusterv2.test.ts.)
+ * boundary that is bit-exact. (With W ranks: tests/distributed/deepclusterv2.full.test.ts.)
  */
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';

@@ -1,6 +1,6 @@
 /**
  * Worker: DeepCluster v2's global state and loss with W real processes
- * (tests/distributed/deepclusterv2.test.ts).
+ * (tests/distributed/deepclusterv2.full.test.ts).
  * - `reference`: the one-process run on the same global batches;
  * - `memory`: a ClusterMemory fed one epoch of global batches of 12 samples, rank r pushing only
  *   its rows r·B .. r·B+B−1 of each (different data per rank), then clustered at the start of

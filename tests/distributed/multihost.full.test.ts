@@ -29,7 +29,7 @@ const RENDEZVOUS = `tcp://${HOSTS[0].addr}:${PORT}`;
 const RANK_TIMEOUT_S = 60;
 const NODE_KILL_MS = 150_000;
 
-/** Small setup with batch norm everywhere (mlp backbone, BN heads), as tests/distributed/training.test.ts. */
+/** Small setup with batch norm everywhere (mlp backbone, BN heads), as tests/distributed/training.full.test.ts. */
 const SMALL = [...SMALL_RUN, ...SMALL_PROJECTOR];
 
 function ip(args: string[]): { status: number | null; stderr: string; error?: Error } {
