@@ -12,7 +12,8 @@ function run(script: string, args: string[]): { status: number | null; stdout: s
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-// The examples that docs/methods.md shows ("Your own method", "From code") and the README names.
+// The "Your own method" example of docs/methods.md (examples/my-simclr.ts); examples/inject.ts,
+// the "From code" one, runs in tests/e2e/extending.full.test.ts.
 describe('the examples of docs/methods.md run as written', function () {
   this.timeout(240_000);
 
