@@ -5,12 +5,10 @@
  * (SyncBatchNorm) and on precomputed features (computed a half per rank).
  */
 import { strict as assert } from 'node:assert';
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tf } from '../../src/core/tf.js';
-import { loadCheckpoint, savedProgress, verifyCheckpoint, type SavedProgress } from '../../src/trainer/checkpoint.js';
-import { CLI, runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
+import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
+import { checkpointArrays as tensors, comparableRow as comparable, killAfterMidEpochCheckpoint, metricsRows as metrics } from '../helpers/run-files.js';
 
 const dir = tempDir('ssl-zoo-linear-');
 const source = join(dir, 'pretrain');
@@ -18,39 +16,8 @@ const source = join(dir, 'pretrain');
 /** Fine-tuning on crop-flip views, batch 32 of the 256 synthetic images: 8 steps per epoch, every step logged. */
 const FINETUNE = ['--finetune', '--augmentation', 'crop-flip', '--batch-size', '32', '--log-every', '1'];
 
-type Row = Record<string, number>;
-
 function json(text: string): Record<string, unknown> {
   return JSON.parse(text) as Record<string, unknown>;
-}
-
-/** The rows of `metrics.jsonl` (a line cut short by a kill is left out). */
-function metrics(runDir: string): Row[] {
-  const path = join(runDir, 'metrics.jsonl');
-  if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .flatMap((line) => {
-      try {
-        return [JSON.parse(line) as Row];
-      } catch {
-        return [];
-      }
-    });
-}
-
-/** A row without what differs between identical runs (wall-clock time, throughput). */
-function comparable(row: Row): Row {
-  const { time: _time, 'train/images_per_sec': _speed, ...rest } = row;
-  return rest;
-}
-
-function tensors(path: string): Record<string, Float32Array | Int32Array> {
-  const ckpt = loadCheckpoint(path);
-  const out: Record<string, Float32Array | Int32Array> = {};
-  for (const [name, t] of Object.entries(ckpt.tensors)) out[name] = (t.dataSync() as Float32Array | Int32Array).slice();
-  tf.dispose(Object.values(ckpt.tensors));
-  return out;
 }
 
 function summary(runDir: string): Record<string, unknown> {
@@ -80,8 +47,6 @@ function relativeDifference(a: string, b: string, prefix: string): number {
   return diff / scale;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 describe('ssl-train linear through the trainer: resume after SIGKILL, 2 ranks', function () {
   this.timeout(600_000);
 
@@ -98,30 +63,9 @@ describe('ssl-train linear through the trainer: resume after SIGKILL, 2 ranks', 
 
     const crashed = join(dir, 'crashed');
     const last = join(crashed, 'checkpoints', 'last.ckpt');
-    const child = spawn(process.execPath, [CLI, 'linear', source, ...flags, '--run-dir', crashed], { stdio: 'ignore' });
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
-    let ended = false;
-    void exited.then(() => (ended = true));
-    // Pause the process whenever a checkpoint exists; kill it once that checkpoint is a
-    // mid-epoch one and steps after it were logged (so they must be redone).
-    let killedAt: SavedProgress | undefined;
-    const started = Date.now();
-    while (!killedAt && !ended && Date.now() - started < 120_000) {
-      await sleep(5);
-      if (!existsSync(last)) continue;
-      child.kill('SIGSTOP');
-      const check = verifyCheckpoint(last);
-      const progress = check.ok ? savedProgress(check.meta) : undefined;
-      const after = metrics(crashed).filter((r) => r['train/loss'] !== undefined && r.step > (progress?.step ?? Infinity));
-      if (progress && progress.batchInEpoch > 0 && after.length > 0) {
-        killedAt = progress;
-        child.kill('SIGKILL');
-      } else {
-        child.kill('SIGCONT');
-      }
-    }
+    const { killedAt, signal } = await killAfterMidEpochCheckpoint(['linear', source, ...flags, '--run-dir', crashed], crashed, 120_000);
     assert.ok(killedAt, 'the run was killed mid-epoch after a checkpoint (it ended or timed out first)');
-    assert.equal(await exited, 'SIGKILL');
+    assert.equal(signal, 'SIGKILL');
     assert.ok(!existsSync(join(crashed, 'summary.json')), 'the killed run wrote no summary');
 
     const resumed = runCli(['linear', source, ...flags, '--run-dir', crashed, '--resume', 'auto'], 240_000);
@@ -178,7 +122,7 @@ describe('ssl-train linear through the trainer: resume after SIGKILL, 2 ranks', 
       close('val/acc5', 1 / valSize + 1e-9);
       assert.equal(ranks.epochs, single.epochs);
       // The training loss of every step (averaged over the ranks) and the trained weights.
-      const losses = (runDir: string) => metrics(runDir).flatMap((row) => (row['train/loss'] === undefined ? [] : [row['train/loss']]));
+      const losses = (runDir: string) => metrics(runDir).flatMap((row) => (row['train/loss'] === undefined ? [] : [row['train/loss'] as number]));
       const [l1, l2] = [losses(one), losses(two)];
       assert.equal(l2.length, l1.length);
       l1.forEach((v, i) => assert.ok(Math.abs(l2[i] - v) <= 1e-5 * Math.max(1, Math.abs(v)), `step ${i + 1}: loss ${l2[i]} vs ${v}`));

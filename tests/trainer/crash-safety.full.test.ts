@@ -9,9 +9,16 @@ import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { tf } from '../../src/core/tf.js';
-import { loadCheckpoint, savedProgress, verifyCheckpoint, type SavedProgress } from '../../src/trainer/checkpoint.js';
+import { verifyCheckpoint } from '../../src/trainer/checkpoint.js';
 import { CLI, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
+import {
+  checkpointArrays as tensors,
+  checkpointProgress as progressOf,
+  comparableRow as comparable,
+  killAfterMidEpochCheckpoint,
+  metricsRows as metrics,
+  type MetricsRow as Row,
+} from '../helpers/run-files.js';
 
 /** Preloading this registers the `simclr_nan` test method (see nan-method.ts). */
 const NAN_METHOD = fileURLToPath(new URL('./nan-method.js', import.meta.url));
@@ -54,50 +61,12 @@ function ssl(args: string[], options: { nan?: boolean; timeoutMs?: number } = {}
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-type Row = Record<string, number | null>;
-
-/** The rows of `metrics.jsonl` (a line cut short by a kill is left out). */
-function metrics(runDir: string): Row[] {
-  const path = join(runDir, 'metrics.jsonl');
-  if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .flatMap((line) => {
-      try {
-        return [JSON.parse(line) as Row];
-      } catch {
-        return [];
-      }
-    });
-}
-
 const trainRows = (rows: Row[]) => rows.filter((r) => r['train/loss'] !== undefined);
 const valRows = (rows: Row[]) => rows.filter((r) => r['val/knn_acc1'] !== undefined);
-
-/** A row without what differs between identical runs (wall-clock time, throughput). */
-function comparable(row: Row): Row {
-  const { time: _time, 'train/images_per_sec': _speed, ...rest } = row;
-  return rest;
-}
-
-function tensors(path: string): Record<string, Float32Array | Int32Array> {
-  const ckpt = loadCheckpoint(path);
-  const out: Record<string, Float32Array | Int32Array> = {};
-  for (const [name, t] of Object.entries(ckpt.tensors)) out[name] = (t.dataSync() as Float32Array | Int32Array).slice();
-  tf.dispose(Object.values(ckpt.tensors));
-  return out;
-}
-
-function progressOf(path: string): SavedProgress | undefined {
-  const check = verifyCheckpoint(path);
-  return check.ok ? savedProgress(check.meta) : undefined;
-}
 
 function summary(runDir: string): Record<string, unknown> {
   return JSON.parse(readFileSync(join(runDir, 'summary.json'), 'utf8')) as Record<string, unknown>;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', function () {
   this.timeout(180_000);
@@ -111,29 +80,9 @@ describe('crash safety: resuming after a kill, corrupt checkpoints, NaN', functi
 
     const crashed = join(tempDir(), 'crashed');
     const last = join(crashed, 'checkpoints', 'last.ckpt');
-    const child = spawn(process.execPath, [CLI, ...flags, '--run-dir', crashed], { stdio: 'ignore' });
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
-    let ended = false;
-    void exited.then(() => (ended = true));
-    // Pause the process whenever a checkpoint exists; kill it once that checkpoint is a
-    // mid-epoch one and training has logged steps after it (so they must be redone).
-    let killedAt: SavedProgress | undefined;
-    const started = Date.now();
-    while (!killedAt && !ended && Date.now() - started < 90_000) {
-      await sleep(5);
-      if (!existsSync(last)) continue;
-      child.kill('SIGSTOP');
-      const progress = progressOf(last);
-      const after = trainRows(metrics(crashed)).filter((r) => (r.step as number) > (progress?.step ?? Infinity));
-      if (progress && progress.batchInEpoch > 0 && after.length > 0) {
-        killedAt = progress;
-        child.kill('SIGKILL');
-      } else {
-        child.kill('SIGCONT');
-      }
-    }
+    const { killedAt, signal } = await killAfterMidEpochCheckpoint([...flags, '--run-dir', crashed], crashed, 90_000);
     assert.ok(killedAt, 'the run was killed mid-epoch after a checkpoint (it ended or timed out first)');
-    assert.equal(await exited, 'SIGKILL');
+    assert.equal(signal, 'SIGKILL');
     assert.ok(
       trainRows(metrics(crashed)).some((r) => (r.step as number) > killedAt!.step),
       'steps after the checkpoint were logged before the kill',
