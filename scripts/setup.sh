@@ -8,6 +8,8 @@
 #   chromium              headless browser for the comparison-report test
 #   fonts-dejavu-core     the font of the PNG charts
 #   iproute2              `ip netns`: the multi-host test's two hosts as network namespaces
+#   libvulkan1            the Vulkan loader Dawn (the `webgpu` package) runs on; chromium brings SwiftShader,
+#                         a CPU Vulkan driver the WebGPU engine tests run on (no GPU here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -15,7 +17,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-  build-essential python3 python3-numpy libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium fonts-dejavu-core iproute2
+  build-essential python3 python3-numpy libgloo-dev libdnnl-dev dataset-fashion-mnist redis-server chromium fonts-dejavu-core iproute2 libvulkan1
 # onnxruntime-node (a test dependency) bundles its CPU binaries; skip its download of the CUDA ones.
 ONNXRUNTIME_NODE_INSTALL=skip npm ci
 npm run build:native

@@ -18,7 +18,7 @@ import {
 import { checkRendezvousFlag } from '../distributed/gloo.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
-import { checkGpuBackend, preflightDistributed, runTraining } from '../experiment/train.js';
+import { engineRequest, preflightDistributed, runTraining } from '../experiment/train.js';
 import { checkStrategyName } from '../trainer/strategy.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
@@ -72,7 +72,7 @@ function launch(config: TrainConfig, nprocs: number, splitsBatch = true): Promis
     rendezvous: config.rendezvous,
     script: process.argv[1],
     args: process.argv.slice(2),
-    envFor: config.gpus ? (localRank) => ({ CUDA_VISIBLE_DEVICES: String(localRank) }) : undefined,
+    envFor: config.gpus && config.backend === 'tensorflow' ? (localRank) => ({ CUDA_VISIBLE_DEVICES: String(localRank) }) : undefined,
   });
 }
 
@@ -206,7 +206,7 @@ export function resolveTrainConfig(command: Command): ReturnType<typeof buildCon
   // Whatever the number of devices: a flag that cannot work is an error, not ignored.
   if (config.rendezvous !== undefined) checkRendezvousFlag(config.rendezvous);
   checkStrategyName(config.strategy, container);
-  checkGpuBackend(config);
+  engineRequest(config); // --gpus with an engine that cannot run on a GPU: refused here
   return config;
 }
 

@@ -2,9 +2,13 @@ import { createRequire } from 'node:module';
 import { invalidValue, UserError } from './errors.js';
 import { tuneGarbageCollector } from './gc-tuning.js';
 import { tf } from './tf.js';
+import type { GpuSelection, WebGpuInfo } from './webgpu.js';
 
-/** Backends a user can ask for: `auto` prefers TensorFlow (C++) when installed. */
-export const BACKEND_CHOICES = ['auto', 'cpu', 'cpu-js', 'tensorflow'] as const;
+/**
+ * Backends a user can ask for: `auto` prefers TensorFlow (C++) when installed, else `cpu`;
+ * `webgpu` is the GPU engine (never chosen by `auto`; `--gpus` asks for it).
+ */
+export const BACKEND_CHOICES = ['auto', 'cpu', 'cpu-js', 'tensorflow', 'webgpu'] as const;
 export type BackendChoice = (typeof BACKEND_CHOICES)[number];
 
 const require = createRequire(import.meta.url);
@@ -34,7 +38,7 @@ function loadTensorflowPackage(): string | undefined {
 }
 
 export interface EngineInfo {
-  /** The tfjs backend in use: `cpu` or `tensorflow`. */
+  /** The tfjs backend in use: `cpu`, `tensorflow` or `webgpu`. */
   backend: string;
   /** What was asked for. */
   requested: BackendChoice;
@@ -42,6 +46,8 @@ export interface EngineInfo {
   tensorflowPackage?: string;
   /** Whether native (oneDNN) kernels replace the hot pure-JS cpu kernels. */
   nativeKernels: boolean;
+  /** The GPU adapter of the `webgpu` engine. */
+  gpu?: WebGpuInfo;
 }
 
 let current: EngineInfo | undefined;
@@ -50,11 +56,21 @@ let current: EngineInfo | undefined;
  * Selects the tensor backend. `tensorflow` loads `@tensorflow/tfjs-node-gpu`, then
  * `@tensorflow/tfjs-node`, and fails with a clear message when neither is installed;
  * `auto` uses them when present, else `cpu`; `cpu` is tfjs's cpu backend with native
- * kernels where built; `cpu-js` is the pure-JS cpu backend (the reference).
+ * kernels where built; `cpu-js` is the pure-JS cpu backend (the reference); `webgpu` is
+ * tfjs's WebGPU backend on the adapter `gpu` selects (see `initWebGpu`), with ssl-zoo's
+ * WGSL kernels registered over tfjs's where they were wrong or slow.
  */
-export async function initEngine(requested: BackendChoice = 'auto'): Promise<EngineInfo> {
+export async function initEngine(requested: BackendChoice = 'auto', gpu: GpuSelection = { allowSoftware: true }): Promise<EngineInfo> {
   if (!BACKEND_CHOICES.includes(requested)) {
     throw invalidValue('backend', requested, BACKEND_CHOICES.join(' | '));
+  }
+  if (requested === 'webgpu') {
+    const { initWebGpu } = await import('./webgpu.js');
+    const info = await initWebGpu(gpu);
+    await tf.setBackend('webgpu');
+    await tf.ready();
+    current = { backend: 'webgpu', requested, nativeKernels: false, gpu: info };
+    return current;
   }
   let tensorflowPackage: string | undefined;
   if (requested === 'tensorflow' || requested === 'auto') {

@@ -160,9 +160,16 @@ export class TrainConfig {
   @IsOptional()
   @IsString()
   pretrained?: string;
-  @Flag('<name>', 'tensor backend: auto, cpu, cpu-js, tensorflow') @IsIn([...BACKEND_CHOICES]) backend: (typeof BACKEND_CHOICES)[number] = 'auto';
+  @Flag('<name>', 'tensor backend: auto, cpu, cpu-js, tensorflow, webgpu') @IsIn([...BACKEND_CHOICES]) backend: (typeof BACKEND_CHOICES)[number] = 'auto';
   @Flag('<n>', 'processes (ranks) per node on CPU') @IsInt() @Min(1) devices = 1;
-  @Flag('<n>', 'processes per node, one GPU each (needs @tensorflow/tfjs-node-gpu)') @IsOptional() @IsInt() @Min(1) gpus?: number;
+  @Flag('<n>', 'processes per node, one GPU adapter each (the WebGPU engine; or --backend tensorflow with tfjs-node-gpu)')
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  gpus?: number;
+  @Flag('[bool]', 'let --gpus use software adapters (SwiftShader, llvmpipe), shared by the ranks when fewer than --gpus: for tests')
+  @IsBoolean()
+  allowSoftwareAdapter = false;
   @Flag('<n>', 'nodes (hosts) of the job') @IsInt() @Min(1) numNodes = 1;
   @Flag('<n>', 'index of this node') @IsInt() @Min(0) nodeRank = 0;
   @Flag('<url>', 'how ranks meet: file:///shared/dir, tcp://host:port, redis://host:port[/prefix] or env:// (default: a fresh file store)')

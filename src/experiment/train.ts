@@ -4,7 +4,8 @@ import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
-import { initEngine, type EngineInfo } from '../core/engine.js';
+import { initEngine, type BackendChoice, type EngineInfo } from '../core/engine.js';
+import { checkGpuAdapters, type GpuSelection } from '../core/webgpu.js';
 import { invalidValue, UserError } from '../core/errors.js';
 import { transformerBlocks } from '../core/transformer.js';
 import { formatCrops } from '../data/augment/crops.js';
@@ -70,14 +71,44 @@ function gitCommit(): string | undefined {
   }
 }
 
+/** The engine a run asks for, and for `--gpus`, how this process picks its adapter. */
+export interface EngineRequest {
+  backend: BackendChoice;
+  gpu: GpuSelection;
+}
+
 /**
- * `--gpus N` (any N, 1 included) needs the GPU backend; without it the run would silently
- * train on the CPU.
+ * `--gpus N` (any N, 1 included) runs on a GPU engine: `webgpu` unless `--backend tensorflow`
+ * (which needs @tensorflow/tfjs-node-gpu) was asked for; a CPU backend with `--gpus` is refused
+ * rather than silently training on the CPU. Rank r takes the r-th adapter of its node.
  */
-export function checkGpuBackend(config: TrainConfig): void {
-  if (config.gpus !== undefined && !tensorflowGpuInstalled()) {
+export function engineRequest(config: TrainConfig, localRank = 0): EngineRequest {
+  const gpu: GpuSelection = { allowSoftware: config.gpus === undefined || config.allowSoftwareAdapter };
+  if (config.gpus === undefined) return { backend: config.backend, gpu };
+  if (config.backend === 'tensorflow') {
+    if (!tensorflowGpuInstalled()) {
+      throw new UserError(`--gpus: ${config.gpus} with --backend tensorflow needs @tensorflow/tfjs-node-gpu, which is not installed; use --backend webgpu`);
+    }
+    return { backend: 'tensorflow', gpu };
+  }
+  if (config.backend !== 'auto' && config.backend !== 'webgpu') {
+    throw invalidValue('--backend', config.backend, `webgpu or tensorflow with --gpus (for --backend ${config.backend} use --devices ${config.gpus})`);
+  }
+  return { backend: 'webgpu', gpu: { ...gpu, index: localRank, shareAdapters: config.allowSoftwareAdapter, flag: `--gpus ${config.gpus}` } };
+}
+
+/**
+ * Before workers are spawned: the engine `--gpus` asks for exists, with an adapter for each
+ * rank of this node (one line naming the adapters found when not).
+ */
+export function checkGpuEngine(config: TrainConfig): void {
+  const { backend, gpu } = engineRequest(config);
+  if (backend !== 'webgpu' || config.gpus === undefined) return;
+  checkGpuAdapters(config.gpus, gpu);
+  const ranks = config.gpus * config.numNodes;
+  if (ranks > 1) {
     throw new UserError(
-      `--gpus: ${config.gpus} needs the GPU backend (@tensorflow/tfjs-node-gpu), which is not installed; on CPU use --devices ${config.gpus}`,
+      `--gpus ${config.gpus}: ${ranks} ranks on the WebGPU engine are not supported yet (gradients and the losses' collectives need asynchronous device reads, issue #30); use --gpus 1, or --devices ${ranks} on CPU`,
     );
   }
 }
@@ -95,12 +126,12 @@ export function checkDropLast(config: TrainConfig, worldSize: number): void {
 
 /**
  * Checks, before any worker is spawned, what would otherwise fail on every rank: a GPU
- * request without a GPU backend, a strategy that does not span the ranks, a batch that does
+ * request without a GPU engine or adapters, a strategy that does not span the ranks, a batch that does
  * not split evenly or `--drop-last false` (when the command splits one), a missing Gloo addon.
  */
 export function preflightDistributed(config: TrainConfig, nprocs: number, splitsBatch = true): void {
   const worldSize = nprocs * config.numNodes;
-  checkGpuBackend(config);
+  checkGpuEngine(config);
   preflightStrategy(rootContainer, config, worldSize);
   if (splitsBatch && config.batchSize % worldSize !== 0) {
     throw invalidValue('--batch-size', config.batchSize, `a multiple of the world size ${worldSize} (each rank gets batch-size / world size)`);
@@ -195,10 +226,10 @@ export function localBatchSize(config: TrainConfig, worldSize: number, trainSize
  * loggers and callbacks injected; see {@link RunOptions.container}).
  */
 export async function runTraining(config: TrainConfig, options: RunOptions = {}): Promise<TrainingRun> {
-  checkGpuBackend(config);
+  const request = engineRequest(config, options.worker?.localRank);
   const scope = (options.container ?? rootContainer).createChildContainer();
   checkStrategyName(config.strategy, scope); // before the data is loaded
-  const engine = await initEngine(config.backend);
+  const engine = await initEngine(request.backend, request.gpu);
   checkFolderFlags(config);
   checkMethodLabels(config);
   const experiment: Experiment = config.dataset === 'folder' ? await prepareFolderExperiment(config, warnSkippedFile) : prepareExperiment(config);

@@ -16,7 +16,7 @@ import { SingleDeviceStrategy, type Strategy } from '../trainer/strategy.js';
 import { invalidValue } from '../core/errors.js';
 import type { TrainConfig } from '../experiment/config.js';
 import { prepareExperiment } from '../experiment/experiment.js';
-import { checkGradCache, localBatchSize } from '../experiment/train.js';
+import { checkGradCache, engineRequest, localBatchSize } from '../experiment/train.js';
 import { gradientDifference, permuteRows, perturbByOneUlp, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
 import { Rng } from '../core/random.js';
 import { writeNpy } from '../core/npy.js';
@@ -203,7 +203,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   if (options.dump && config.accumulateGradBatches > 1) {
     throw invalidValue('--dump', options.dump, 'used with --accumulate-grad-batches 1 (a dump holds one batch per step)');
   }
-  await initEngine(config.backend);
+  await initEngineFor(config, worker);
   const experiment = prepareExperiment(config);
   const group = await processGroup(worker, verifyTimeoutMs(config.timeout));
   const strategy = new DdpStrategy(group, { bucketCapMb: config.bucketCapMb, syncBatchNorm: config.syncBatchnorm });
@@ -380,7 +380,7 @@ export async function runVerifyCase(
   tolerance: number,
   worker?: WorkerEnv,
 ): Promise<{ text: string; passed: boolean } | undefined> {
-  await initEngine(config.backend);
+  await initEngineFor(config, worker);
   const group = await processGroup(worker, config.timeout * 1000);
   try {
     const report = runLossCaseOnRank(casePath, group, tolerance);
@@ -388,4 +388,10 @@ export async function runVerifyCase(
   } finally {
     group.close();
   }
+}
+
+/** The engine `config` asks for (`--gpus`: the WebGPU adapter of this rank). */
+async function initEngineFor(config: TrainConfig, worker?: WorkerEnv): Promise<void> {
+  const request = engineRequest(config, worker?.localRank);
+  await initEngine(request.backend, request.gpu);
 }

@@ -1,0 +1,186 @@
+/**
+ * The WebGPU engine: TensorFlow.js's WebGPU backend (`@tensorflow/tfjs-backend-webgpu`) on
+ * Dawn (the `webgpu` package: Vulkan on Linux, Metal on macOS, D3D12 on Windows), in Node.
+ *
+ * Adapters: Dawn lists the adapters of the platform's GPU API (on Linux, every Vulkan
+ * driver the loader finds: `VK_ICD_FILENAMES` / `VK_DRIVER_FILES`, else the standard
+ * `icd.d` folders). The listing runs in a child process, because Vulkan drivers print to the
+ * process's stderr while they are probed. A rank takes the adapter at its local rank among
+ * the hardware adapters (software ones, SwiftShader or llvmpipe, only when allowed).
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { UserError } from './errors.js';
+import { tf } from './tf.js';
+
+const require = createRequire(import.meta.url);
+
+/** One adapter as Dawn lists it. */
+export interface GpuAdapterEntry {
+  /** The device name, e.g. `NVIDIA H100 80GB HBM3` or `SwiftShader Device (Subzero)`. */
+  name: string;
+  /** Dawn's backend: `vulkan`, `metal`, `d3d12`, ... */
+  api: string;
+  /** A CPU implementation (SwiftShader, llvmpipe/lavapipe, WARP): correct but slow. */
+  software: boolean;
+}
+
+/** How a process picks its adapter. */
+export interface GpuSelection {
+  /** Index among the eligible adapters (a rank's local rank); undefined: the first. */
+  index?: number;
+  /** Whether software adapters are eligible (always true for a plain `--backend webgpu`). */
+  allowSoftware: boolean;
+  /** Ranks beyond the eligible adapters share them round-robin (tests on one software adapter). */
+  shareAdapters?: boolean;
+  /** The flag named in errors: `--gpus 2`, `--backend webgpu`. */
+  flag?: string;
+}
+
+/** What {@link initWebGpu} chose. */
+export interface WebGpuInfo {
+  adapter: GpuAdapterEntry;
+  /** All adapters Dawn listed. */
+  adapters: GpuAdapterEntry[];
+}
+
+const SOFTWARE = /swiftshader|llvmpipe|lavapipe|softpipe|microsoft basic render|warp/i;
+const LIST_PROBE = 'ssl-zoo:list-adapters';
+
+/** Path of the `webgpu` package's entry (throws a user error when it is not installed). */
+function webgpuEntry(): string {
+  try {
+    return require.resolve('webgpu');
+  } catch {
+    throw new UserError('backend: "webgpu" needs the npm package webgpu, which is not installed; run npm ci (it is a dependency of ssl-zoo)');
+  }
+}
+
+/**
+ * Folders and files the Vulkan loader searches for drivers (its documented order on Linux),
+ * or the explicit list in `VK_DRIVER_FILES` / `VK_ICD_FILENAMES`.
+ */
+export function vulkanDriverSearchPaths(env: NodeJS.ProcessEnv = process.env): string[] {
+  const explicit = env.VK_DRIVER_FILES ?? env.VK_ICD_FILENAMES;
+  if (explicit) return explicit.split(':').filter(Boolean);
+  const configHome = env.XDG_CONFIG_HOME ?? join(homedir(), '.config');
+  const dataHome = env.XDG_DATA_HOME ?? join(homedir(), '.local/share');
+  const configDirs = (env.XDG_CONFIG_DIRS ?? '/etc/xdg').split(':');
+  const dataDirs = (env.XDG_DATA_DIRS ?? '/usr/local/share:/usr/share').split(':');
+  return [configHome, ...configDirs, '/etc', dataHome, ...dataDirs].map((d) => join(d, 'vulkan/icd.d'));
+}
+
+/** The script the child process runs: prints `{adapters, loaderMissing}` as JSON. */
+const PROBE_SCRIPT = `
+const { create } = await import(process.argv[1]);
+let text = '';
+try { const a = await create(['adapter=${LIST_PROBE}']).requestAdapter(); text = a ? '' : 'none'; }
+catch (e) { text = String(e); }
+const adapters = [...text.matchAll(/backend: '([^']*)', name: '([^']*)'/g)].map((m) => ({ api: m[1], name: m[2] }));
+process.stdout.write(JSON.stringify({ adapters }));
+`;
+
+/**
+ * The adapters Dawn finds, listed in a child process (drivers print while probed), and
+ * whether the Vulkan loader itself was missing.
+ */
+export function listGpuAdapters(): { adapters: GpuAdapterEntry[]; loaderMissing: boolean } {
+  const entry = webgpuEntry();
+  let stdout = '';
+  let stderr = '';
+  try {
+    stdout = execFileSync(process.execPath, ['--input-type=module', '-e', PROBE_SCRIPT, new URL(`file://${entry}`).href], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 60_000,
+    });
+  } catch (e) {
+    const err = e as { stdout?: string; stderr?: string };
+    stdout = err.stdout ?? '';
+    stderr = err.stderr ?? '';
+    if (!stdout) throw new UserError(`backend: "webgpu": listing the GPU adapters failed: ${stderr.trim().split('\n').at(-1) ?? 'no output'}`);
+  }
+  const parsed = JSON.parse(stdout) as { adapters: Array<{ api: string; name: string }> };
+  const adapters = parsed.adapters.map((a) => ({ ...a, software: SOFTWARE.test(a.name) }));
+  return { adapters, loaderMissing: adapters.length === 0 && !hasVulkanLoader() };
+}
+
+function hasVulkanLoader(): boolean {
+  if (process.platform !== 'linux') return true;
+  const libDirs = ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr/lib64', '/usr/lib', '/usr/local/lib'];
+  const extra = (process.env.LD_LIBRARY_PATH ?? '').split(':').filter(Boolean);
+  return [...extra, ...libDirs].some((d) => existsSync(join(d, 'libvulkan.so.1')));
+}
+
+/** The one-line explanation of why no adapter fits, naming what was found and where. */
+function noAdapterMessage(found: GpuAdapterEntry[], loaderMissing: boolean, selection: GpuSelection, what: string): string {
+  const listed = found.length ? found.map((a) => `${a.name} (${a.api}${a.software ? ', software' : ''})`).join('; ') : 'none';
+  const loader = loaderMissing ? 'the Vulkan loader libvulkan.so.1 is missing (Debian/Ubuntu: apt install libvulkan1); ' : '';
+  const software = !selection.allowSoftware && found.some((a) => a.software) ? '; software adapters are used only with --allow-software-adapter' : '';
+  return (
+    `${what}: no GPU adapter${selection.index ? ` for local rank ${selection.index}` : ''}: ${loader}Dawn lists: ${listed}` +
+    `; Vulkan drivers searched in ${vulkanDriverSearchPaths().join(', ')}${software}; on CPU use --devices instead of --gpus`
+  );
+}
+
+/**
+ * Checks, before `--gpus N` spawns its ranks, that this node has an eligible adapter for each
+ * (or at least one, when ranks may share them); throws the one-line user error otherwise.
+ */
+export function checkGpuAdapters(ranks: number, selection: GpuSelection): void {
+  const { adapters, loaderMissing } = listGpuAdapters();
+  const eligible = adapters.filter((a) => selection.allowSoftware || !a.software);
+  if (eligible.length === 0) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, selection.flag ?? `--gpus ${ranks}`));
+  if (eligible.length < ranks && !selection.shareAdapters) {
+    const names = eligible.map((a) => a.name).join('; ');
+    throw new UserError(`--gpus ${ranks}: asks for one adapter per rank, but this node has ${eligible.length} (${names}); use --gpus ${eligible.length}`);
+  }
+}
+
+/**
+ * Picks this process's adapter, creates a device with the adapter's limits (as tfjs's own
+ * registration does) and registers it as tfjs's `webgpu` backend. Throws a user error with
+ * one line naming the adapters found and the driver search paths when none fits.
+ */
+export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
+  const what = selection.flag ?? '--backend webgpu';
+  const { adapters, loaderMissing } = listGpuAdapters();
+  const eligible = adapters.filter((a) => selection.allowSoftware || !a.software);
+  const index = selection.index ?? 0;
+  const adapter = eligible[selection.shareAdapters && eligible.length ? index % eligible.length : index];
+  if (!adapter) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, what));
+  const { create, globals } = (await import('webgpu')) as {
+    create: (flags: string[]) => GPU;
+    globals: Record<string, unknown>;
+  };
+  Object.assign(globalThis, globals);
+  const gpu = create([`adapter=${adapter.name}`, `backend=${adapter.api}`]);
+  // tfjs's WebGPU backend checks for navigator.gpu (Node 20 has no navigator).
+  const nav = ((globalThis as { navigator?: { gpu?: GPU } }).navigator ??= {} as { gpu?: GPU });
+  if (!nav.gpu) Object.defineProperty(nav, 'gpu', { value: gpu, configurable: true });
+  const gpuAdapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!gpuAdapter) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, what));
+  const { WebGPUBackend } = await import('@tensorflow/tfjs-backend-webgpu');
+  const limits = gpuAdapter.limits;
+  const requiredFeatures = (['timestamp-query'] as GPUFeatureName[]).filter((f) => gpuAdapter.features.has(f));
+  const device = await gpuAdapter.requestDevice({
+    requiredFeatures,
+    requiredLimits: {
+      maxComputeWorkgroupStorageSize: limits.maxComputeWorkgroupStorageSize,
+      maxComputeWorkgroupsPerDimension: limits.maxComputeWorkgroupsPerDimension,
+      maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize,
+      maxBufferSize: limits.maxBufferSize,
+      maxComputeWorkgroupSizeX: limits.maxComputeWorkgroupSizeX,
+      maxComputeInvocationsPerWorkgroup: limits.maxComputeInvocationsPerWorkgroup,
+    },
+  });
+  // Everything stays on the device: no forwarding of small ops to the CPU backend (which
+  // would read tensors back synchronously, and compute elsewhere than the engine asked for).
+  tf.env().set('WEBGPU_CPU_FORWARD', false);
+  tf.removeBackend('webgpu');
+  tf.registerBackend('webgpu', () => new WebGPUBackend(device, gpuAdapter.info as unknown as GPUAdapterInfo), 3);
+  return { adapter, adapters };
+}
