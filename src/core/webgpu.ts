@@ -9,9 +9,9 @@
  * the hardware adapters (software ones, SwiftShader or llvmpipe, only when allowed).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { homedir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UserError } from './errors.js';
 import { tf } from './tf.js';
@@ -89,8 +89,7 @@ process.stdout.write(JSON.stringify({ adapters }));
  */
 export function listGpuAdapters(): { adapters: GpuAdapterEntry[]; loaderMissing: boolean } {
   const entry = webgpuEntry();
-  let stdout = '';
-  let stderr = '';
+  let stdout: string;
   try {
     stdout = execFileSync(process.execPath, ['--input-type=module', '-e', PROBE_SCRIPT, new URL(`file://${entry}`).href], {
       encoding: 'utf8',
@@ -100,7 +99,7 @@ export function listGpuAdapters(): { adapters: GpuAdapterEntry[]; loaderMissing:
   } catch (e) {
     const err = e as { stdout?: string; stderr?: string };
     stdout = err.stdout ?? '';
-    stderr = err.stderr ?? '';
+    const stderr = err.stderr ?? '';
     if (!stdout) throw new UserError(`backend: "webgpu": listing the GPU adapters failed: ${stderr.trim().split('\n').at(-1) ?? 'no output'}`);
   }
   const parsed = JSON.parse(stdout) as { adapters: Array<{ api: string; name: string }> };
@@ -115,14 +114,28 @@ function hasVulkanLoader(): boolean {
   return [...extra, ...libDirs].some((d) => existsSync(join(d, 'libvulkan.so.1')));
 }
 
+/** The driver manifests (`*.json`) in the search paths, by file name. */
+function driverManifests(paths: string[]): string[] {
+  const found: string[] = [];
+  for (const p of paths) {
+    if (!existsSync(p)) continue;
+    if (statSync(p).isDirectory()) found.push(...readdirSync(p).filter((f) => f.endsWith('.json')));
+    else found.push(p);
+  }
+  return found;
+}
+
 /** The one-line explanation of why no adapter fits, naming what was found and where. */
 function noAdapterMessage(found: GpuAdapterEntry[], loaderMissing: boolean, selection: GpuSelection, what: string): string {
   const listed = found.length ? found.map((a) => `${a.name} (${a.api}${a.software ? ', software' : ''})`).join('; ') : 'none';
+  const paths = vulkanDriverSearchPaths();
+  const manifests = driverManifests(paths);
   const loader = loaderMissing ? 'the Vulkan loader libvulkan.so.1 is missing (Debian/Ubuntu: apt install libvulkan1); ' : '';
   const software = !selection.allowSoftware && found.some((a) => a.software) ? '; software adapters are used only with --allow-software-adapter' : '';
   return (
     `${what}: no GPU adapter${selection.index ? ` for local rank ${selection.index}` : ''}: ${loader}Dawn lists: ${listed}` +
-    `; Vulkan drivers searched in ${vulkanDriverSearchPaths().join(', ')}${software}; on CPU use --devices instead of --gpus`
+    `; Vulkan drivers searched in ${paths.join(', ')} (found: ${manifests.length ? manifests.join(', ') : 'none'})${software}` +
+    '; on CPU use --devices instead of --gpus'
   );
 }
 
@@ -152,6 +165,9 @@ export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
   const index = selection.index ?? 0;
   const adapter = eligible[selection.shareAdapters && eligible.length ? index % eligible.length : index];
   if (!adapter) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, what));
+  // Vulkan drivers' window-system code prints "error: XDG_RUNTIME_DIR is invalid" when it is
+  // unset (servers, containers): give it a private folder; nothing is displayed.
+  process.env.XDG_RUNTIME_DIR ??= mkdtempSync(join(tmpdir(), 'ssl-zoo-xdg-'));
   const { create, globals } = (await import('webgpu')) as {
     create: (flags: string[]) => GPU;
     globals: Record<string, unknown>;

@@ -12,9 +12,9 @@ export function tempDir(prefix = 'ssl-zoo-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-/** Runs `ssl-train args...` to completion (bounded by `timeoutMs`) and returns its output. */
-export function runCli(args: string[], timeoutMs = 120_000): { status: number | null; stdout: string; stderr: string } {
-  const result = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: timeoutMs, env: { ...process.env, FORCE_COLOR: '0' } });
+/** Runs `ssl-train args...` to completion (bounded by `timeoutMs`, with `env` added) and returns its output. */
+export function runCli(args: string[], timeoutMs = 120_000, env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: timeoutMs, env: { ...process.env, FORCE_COLOR: '0', ...env } });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 

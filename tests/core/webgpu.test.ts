@@ -1,0 +1,65 @@
+/**
+ * The WebGPU engine itself, on SwiftShader: adapters as Dawn lists them, the engine computing
+ * on the device, and the adapter checks `--gpus` runs before spawning ranks.
+ */
+import assert from 'node:assert/strict';
+import { engineInfo } from '../../src/core/engine.js';
+import { tf } from '../../src/core/tf.js';
+import { checkGpuAdapters, listGpuAdapters, vulkanDriverSearchPaths } from '../../src/core/webgpu.js';
+import { SWIFTSHADER_ICD, useCpu, useWebGpu } from '../helpers/webgpu.js';
+
+describe('core: the WebGPU engine (SwiftShader)', () => {
+  before(() => {
+    process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
+  });
+  after(async () => {
+    await useCpu();
+  });
+
+  it('lists SwiftShader as a software Vulkan adapter', () => {
+    const { adapters, loaderMissing } = listGpuAdapters();
+    assert.equal(loaderMissing, false);
+    assert.deepEqual(adapters, [{ name: 'SwiftShader Device (Subzero)', api: 'vulkan', software: true }]);
+  });
+
+  it('computes on the device: a matrix product equals the CPU engine to float32 round-off', async () => {
+    const a = [
+      [1, 2, 3],
+      [4, 5, 6],
+    ];
+    const b = [[0.5], [-1], [2]];
+    const info = await useWebGpu();
+    assert.equal(info.backend, 'webgpu');
+    assert.equal(tf.getBackend(), 'webgpu');
+    assert.equal(info.gpu?.adapter.name, 'SwiftShader Device (Subzero)');
+    const onGpu = await tf.matMul(tf.tensor2d(a), tf.tensor2d(b)).data();
+    await useCpu();
+    assert.equal(engineInfo()?.backend, 'cpu');
+    const onCpu = tf.matMul(tf.tensor2d(a), tf.tensor2d(b)).dataSync();
+    assert.deepEqual(Array.from(onGpu), Array.from(onCpu));
+    assert.deepEqual(Array.from(onCpu), [4.5, 9]);
+  });
+
+  it('--gpus N needs N adapters unless ranks may share them', () => {
+    assert.throws(
+      () => checkGpuAdapters(2, { allowSoftware: true }),
+      /^UserError: --gpus 2: asks for one adapter per rank, but this node has 1 \(SwiftShader Device \(Subzero\)\); use --gpus 1$/,
+    );
+    assert.doesNotThrow(() => checkGpuAdapters(2, { allowSoftware: true, shareAdapters: true }));
+    assert.throws(() => checkGpuAdapters(1, { allowSoftware: false }), /no GPU adapter: Dawn lists: SwiftShader Device \(Subzero\) \(vulkan, software\)/);
+  });
+
+  it('names the Vulkan loader search paths: the explicit list, else the standard icd.d folders', () => {
+    assert.deepEqual(vulkanDriverSearchPaths({ VK_ICD_FILENAMES: '/a.json:/b.json' }), ['/a.json', '/b.json']);
+    assert.deepEqual(vulkanDriverSearchPaths({ VK_DRIVER_FILES: '/c.json', VK_ICD_FILENAMES: '/a.json' }), ['/c.json']);
+    const standard = vulkanDriverSearchPaths({ XDG_CONFIG_HOME: '/h/.config', XDG_DATA_HOME: '/h/.local/share' });
+    assert.deepEqual(standard, [
+      '/h/.config/vulkan/icd.d',
+      '/etc/xdg/vulkan/icd.d',
+      '/etc/vulkan/icd.d',
+      '/h/.local/share/vulkan/icd.d',
+      '/usr/local/share/vulkan/icd.d',
+      '/usr/share/vulkan/icd.d',
+    ]);
+  });
+});
