@@ -9,7 +9,7 @@
  * the hardware adapters (software ones, SwiftShader or llvmpipe, only when allowed).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -167,7 +167,11 @@ export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
   if (!adapter) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, what));
   // Vulkan drivers' window-system code prints "error: XDG_RUNTIME_DIR is invalid" when it is
   // unset (servers, containers): give it a private folder; nothing is displayed.
-  process.env.XDG_RUNTIME_DIR ??= mkdtempSync(join(tmpdir(), 'ssl-zoo-xdg-'));
+  if (!process.env.XDG_RUNTIME_DIR) {
+    const dir = join(tmpdir(), `ssl-zoo-xdg-${process.getuid?.() ?? 'user'}`);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    process.env.XDG_RUNTIME_DIR = dir;
+  }
   const { create, globals } = (await import('webgpu')) as {
     create: (flags: string[]) => GPU;
     globals: Record<string, unknown>;
