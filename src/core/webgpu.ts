@@ -114,6 +114,30 @@ function hasVulkanLoader(): boolean {
   return [...extra, ...libDirs].some((d) => existsSync(join(d, 'libvulkan.so.1')));
 }
 
+/** Environment variable restricting the adapters ranks may take: indices into Dawn's list, e.g. `1,0`. */
+export const VISIBLE_ADAPTERS_ENV = 'SSL_ZOO_VISIBLE_ADAPTERS';
+
+/**
+ * The adapters ranks take, in order: `SSL_ZOO_VISIBLE_ADAPTERS` (indices into Dawn's list,
+ * like CUDA_VISIBLE_DEVICES) when set, else all of them; software ones only when allowed.
+ */
+export function eligibleAdapters(adapters: GpuAdapterEntry[], selection: GpuSelection, env: NodeJS.ProcessEnv = process.env): GpuAdapterEntry[] {
+  let visible = adapters;
+  const list = env[VISIBLE_ADAPTERS_ENV];
+  if (list !== undefined && list.trim() !== '') {
+    visible = list.split(',').map((item) => {
+      const i = Number(item.trim());
+      if (!Number.isInteger(i) || i < 0 || i >= adapters.length) {
+        throw new UserError(
+          `${VISIBLE_ADAPTERS_ENV}: ${JSON.stringify(item.trim())} is not allowed; expected indices in [0, ${adapters.length - 1}] of Dawn's adapters (${adapters.map((a) => a.name).join('; ') || 'none'})`,
+        );
+      }
+      return adapters[i]!;
+    });
+  }
+  return visible.filter((a) => selection.allowSoftware || !a.software);
+}
+
 /** The driver manifests (`*.json`) in the search paths, by file name. */
 function driverManifests(paths: string[]): string[] {
   const found: string[] = [];
@@ -145,7 +169,7 @@ function noAdapterMessage(found: GpuAdapterEntry[], loaderMissing: boolean, sele
  */
 export function checkGpuAdapters(ranks: number, selection: GpuSelection): void {
   const { adapters, loaderMissing } = listGpuAdapters();
-  const eligible = adapters.filter((a) => selection.allowSoftware || !a.software);
+  const eligible = eligibleAdapters(adapters, selection);
   if (eligible.length === 0) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, selection.flag ?? `--gpus ${ranks}`));
   if (eligible.length < ranks && !selection.shareAdapters) {
     const names = eligible.map((a) => a.name).join('; ');
@@ -161,7 +185,7 @@ export function checkGpuAdapters(ranks: number, selection: GpuSelection): void {
 export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
   const what = selection.flag ?? '--backend webgpu';
   const { adapters, loaderMissing } = listGpuAdapters();
-  const eligible = adapters.filter((a) => selection.allowSoftware || !a.software);
+  const eligible = eligibleAdapters(adapters, selection);
   const index = selection.index ?? 0;
   const adapter = eligible[selection.shareAdapters && eligible.length ? index % eligible.length : index];
   if (!adapter) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, what));

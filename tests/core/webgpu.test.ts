@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { engineInfo } from '../../src/core/engine.js';
 import { tf } from '../../src/core/tf.js';
-import { checkGpuAdapters, listGpuAdapters, vulkanDriverSearchPaths } from '../../src/core/webgpu.js';
+import { checkGpuAdapters, eligibleAdapters, listGpuAdapters, vulkanDriverSearchPaths } from '../../src/core/webgpu.js';
 import { SWIFTSHADER_ICD, useCpu, useWebGpu } from '../helpers/webgpu.js';
 
 describe('core: the WebGPU engine (SwiftShader)', () => {
@@ -61,5 +61,30 @@ describe('core: the WebGPU engine (SwiftShader)', () => {
       '/usr/local/share/vulkan/icd.d',
       '/usr/share/vulkan/icd.d',
     ]);
+  });
+});
+
+describe('core: which adapters ranks take', () => {
+  const gpus = [
+    { name: 'GPU A', api: 'vulkan', software: false },
+    { name: 'SwiftShader Device (Subzero)', api: 'vulkan', software: true },
+    { name: 'GPU B', api: 'vulkan', software: false },
+  ];
+  it('hardware adapters in Dawn order; software ones only when allowed', () => {
+    assert.deepEqual(
+      eligibleAdapters(gpus, { allowSoftware: false }, {}).map((a) => a.name),
+      ['GPU A', 'GPU B'],
+    );
+    assert.equal(eligibleAdapters(gpus, { allowSoftware: true }, {}).length, 3);
+  });
+  it('SSL_ZOO_VISIBLE_ADAPTERS picks and orders them by index, like CUDA_VISIBLE_DEVICES; a bad index is a one-line user error', () => {
+    assert.deepEqual(
+      eligibleAdapters(gpus, { allowSoftware: false }, { SSL_ZOO_VISIBLE_ADAPTERS: '2,0' }).map((a) => a.name),
+      ['GPU B', 'GPU A'],
+    );
+    assert.throws(
+      () => eligibleAdapters(gpus, { allowSoftware: false }, { SSL_ZOO_VISIBLE_ADAPTERS: '3' }),
+      /^UserError: SSL_ZOO_VISIBLE_ADAPTERS: "3" is not allowed; expected indices in \[0, 2\] of Dawn's adapters \(GPU A; SwiftShader Device \(Subzero\); GPU B\)$/,
+    );
   });
 });
