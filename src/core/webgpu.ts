@@ -15,6 +15,7 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UserError } from './errors.js';
 import { tf } from './tf.js';
+import { enableSyncRead, installDawnPumpCapture } from './webgpu-backend.js';
 
 const require = createRequire(import.meta.url);
 
@@ -183,6 +184,9 @@ export function checkGpuAdapters(ranks: number, selection: GpuSelection): void {
  * one line naming the adapters found and the driver search paths when none fits.
  */
 export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
+  // One device per process: Dawn does not survive a second instance beside the first, and
+  // switching engines (tests, the engine check) returns to the same device.
+  if (active) return active;
   const what = selection.flag ?? '--backend webgpu';
   const { adapters, loaderMissing } = listGpuAdapters();
   const eligible = eligibleAdapters(adapters, selection);
@@ -196,6 +200,7 @@ export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     process.env.XDG_RUNTIME_DIR = dir;
   }
+  installDawnPumpCapture();
   const { create, globals } = (await import('webgpu')) as {
     create: (flags: string[]) => GPU;
     globals: Record<string, unknown>;
@@ -225,6 +230,18 @@ export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
   // would read tensors back synchronously, and compute elsewhere than the engine asked for).
   tf.env().set('WEBGPU_CPU_FORWARD', false);
   tf.removeBackend('webgpu');
-  tf.registerBackend('webgpu', () => new WebGPUBackend(device, gpuAdapter.info as unknown as GPUAdapterInfo), 3);
-  return { adapter, adapters };
+  tf.registerBackend(
+    'webgpu',
+    () => {
+      const backend = new WebGPUBackend(device, gpuAdapter.info as unknown as GPUAdapterInfo);
+      enableSyncRead(backend);
+      return backend;
+    },
+    3,
+  );
+  active = { adapter, adapters };
+  return active;
 }
+
+/** The adapter this process opened (see {@link initWebGpu}). */
+let active: WebGpuInfo | undefined;

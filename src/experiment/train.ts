@@ -105,12 +105,6 @@ export function checkGpuEngine(config: TrainConfig): void {
   const { backend, gpu } = engineRequest(config);
   if (backend !== 'webgpu' || config.gpus === undefined) return;
   checkGpuAdapters(config.gpus, gpu);
-  const ranks = config.gpus * config.numNodes;
-  if (ranks > 1) {
-    throw new UserError(
-      `--gpus ${config.gpus}: ${ranks} ranks on the WebGPU engine are not supported yet (gradients and the losses' collectives need asynchronous device reads, issue #30); use --gpus 1, or --devices ${ranks} on CPU`,
-    );
-  }
 }
 
 /**

@@ -88,3 +88,24 @@ describe('core: which adapters ranks take', () => {
     );
   });
 });
+
+describe('core: synchronous reads on the WebGPU engine (what collectives need)', () => {
+  before(() => {
+    process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
+  });
+  after(async () => {
+    await useCpu();
+  });
+
+  it('dataSync returns what the device computed, for float32 and int32, after queued work', async () => {
+    await useWebGpu();
+    const x = tf.reshape(tf.range(0, 1000, 1, 'float32'), [10, 100]);
+    const y = tf.sum(tf.matMul(x, x, false, true), 1);
+    const expected = await y.data(); // the asynchronous path, tfjs's own
+    const again = tf.sum(tf.matMul(x, x, false, true), 1);
+    assert.deepEqual(Array.from(again.dataSync()), Array.from(expected));
+    const ints = tf.cast(tf.range(0, 7), 'int32');
+    assert.deepEqual(Array.from(tf.add(ints, tf.scalar(3, 'int32')).dataSync()), [3, 4, 5, 6, 7, 8, 9]);
+    assert.deepEqual(tf.tensor2d([[1, 2]]).arraySync(), [[1, 2]]);
+  });
+});
