@@ -1,0 +1,52 @@
+/**
+ * The distributed contract on the WebGPU engine: for every built-in method, `ssl-train verify
+ * --backend webgpu --devices 2` (2 ranks, each on the WebGPU engine, against one process on
+ * the global batch, loss, gradients, parameters and state within verify's round-off bound),
+ * and one negative control that must fail. Both ranks run on SwiftShader (tests/helpers/webgpu.ts),
+ * so the collectives cross ranks through synchronous device reads (src/core/webgpu-backend.ts).
+ * The settings are the CPU exactness test's first row per method (tests/distributed/zoo-table.ts),
+ * at 2 ranks; one launch of 2 processes runs them all (tests/distributed/cli-batch.ts).
+ */
+import { strict as assert } from 'node:assert';
+import { BUILT_IN_METHODS } from '../../src/methods/registry.js';
+import { SWIFTSHADER_ICD } from '../helpers/webgpu.js';
+import { runCliBatch, type CliBatchResult } from './cli-batch.js';
+import { TABLE, verifyArgv, type VerifyRow } from './zoo-table.js';
+
+const ENGINE = ['--backend', 'webgpu'];
+
+/** Per method, its first claim (not a control), at 2 ranks. */
+function firstRow(method: string): VerifyRow {
+  const row = TABLE[method]!.find((r) => !r.control)!;
+  return { ...row, devices: 2 };
+}
+/** The negative control: SwAV with a per-rank Sinkhorn-Knopp. */
+const CONTROL = { method: 'swav', row: TABLE.swav!.find((r) => r.control)! };
+
+describe('every method on the WebGPU engine: 2 ranks equal one process (ssl-train verify --backend webgpu --devices 2)', function () {
+  this.timeout(2_400_000);
+  let runs = new Map<string, CliBatchResult>();
+
+  before(async () => {
+    process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
+    const entries: Record<string, string[]> = {};
+    for (const method of BUILT_IN_METHODS) entries[method] = [...verifyArgv(method, firstRow(method)), ...ENGINE];
+    entries.control = [...verifyArgv(CONTROL.method, { ...CONTROL.row, devices: 2 }), ...ENGINE];
+    const started = Date.now();
+    runs = await runCliBatch(2, entries, 2_200_000);
+    console.log(`      ${runs.size} verify runs on 2 WebGPU ranks: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  });
+
+  for (const method of [...BUILT_IN_METHODS, 'control']) {
+    const control = method === 'control';
+    it(control ? `negative control: ${CONTROL.row.claim}: fails` : `${method}: ${firstRow(method).claim}: passes`, () => {
+      const run = runs.get(method);
+      assert.ok(run, `${method} was not run`);
+      const output = `${run.stdout}\n${run.stderr.join('\n')}`;
+      assert.equal(run.codes[0], control ? 1 : 0, `${method}: exit codes ${run.codes.join(', ')}\n${output}`);
+      const verdict = new RegExp(`${control ? 'FAILED' : 'PASSED'}: the worst difference is [0-9.]+ of its bound`).exec(run.stdout);
+      assert.ok(verdict, `${method}: verify did not say ${control ? 'FAILED' : 'PASSED'}\n${output}`);
+      console.log(`      ${verdict[0]}`);
+    });
+  }
+});

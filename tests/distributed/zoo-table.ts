@@ -1,0 +1,177 @@
+/**
+ * The small settings of every built-in method for its `ssl-train verify` runs (W ranks
+ * against one process), shared by the CPU exactness tests (zoo-exactness.full.test.ts) and
+ * the WebGPU engine's (webgpu-exactness.full.test.ts): per method, its rows (what each
+ * claims, its flags, its world size, a negative control where one exists).
+ */
+import { strict as assert } from 'node:assert';
+import type { CliBatchResult } from './cli-batch.js';
+import { SMALL_PREDICTOR, SMALL_PROJECTOR, SMALL_RUN } from './helpers.js';
+
+const STEPS = 2;
+/** A queue or support set of 40 rows: the 24-sample global batch wraps it around at step 2. */
+export const QUEUE = 40;
+export const ARG = (...pairs: string[]) => pairs.flatMap((p) => ['--method-arg', p]);
+const HEADS = [...SMALL_PROJECTOR, ...SMALL_PREDICTOR];
+export const QUEUED = [...HEADS, ...ARG(`queueSize=${QUEUE}`)];
+/** tiny_resnet on 2 global 16 px and 2 local 8 px crops (the multi-crop runs of SwAV and DINO). */
+const MULTI_CROP = ['--backbone', 'tiny_resnet', '--crops', '2x16:0.2-1,2x8:0.05-0.3'];
+/** The mlp on the 2 global crops alone: the SwAV and DINO runs whose claim is not about multi-crop. */
+export const GLOBAL_CROPS = ['--crops', '2x16:0.2-1'];
+/** SwAV with the queue from the first step and the prototypes never frozen. */
+const SWAV = ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=30', `queueSize=${QUEUE}`, 'epochQueueStarts=0', 'freezePrototypesEpochs=0');
+/** DINO with the last layer trained from the first step, gradients clipped, the teacher temperature warming up. */
+export const DINO = ARG(
+  'projHiddenDim=32',
+  'projOutputDim=16',
+  'numPrototypes=64',
+  'freezeLastLayerEpochs=0',
+  'clipGrad=0.3',
+  'warmupTeacherTemperatureEpochs=3',
+);
+/** W-MSE: D = 6, sub-batches of 12 rows (two per view, each mixing the ranks' rows), two whitening iterations. */
+const WMSE = ARG('projHiddenDim=32', 'projOutputDim=6', 'whiteningSize=12', 'whiteningIters=2');
+/** VIbCReg: a projector 32-32-16 ending with IterNorm in 4 groups of 4. */
+const VIBCREG = ARG('projHiddenDim=32', 'projOutputDim=16', 'iternormGroups=4');
+/** vit_tiny on 4x4 patches of 16 px images (4 kept), a small decoder, global batch 12. */
+const MAE = ['--backbone', 'vit_tiny', '--batch-size', '12', ...ARG('decoderEmbedDim=32', 'decoderDepth=1', 'decoderNumHeads=4')];
+/** DeepCluster v2 on 48 samples, two steps an epoch: 3 steps cross an epoch boundary (k-means at epochs 0 and 1). */
+const DEEPCLUSTER = [...SMALL_PROJECTOR, ...ARG('numPrototypes=8'), '--synthetic-size', '48', '--steps', '3'];
+
+/** One `ssl-train verify` run: what it claims, its flags, its world size and what it must say. */
+export interface VerifyRow {
+  devices: 2 | 3;
+  claim: string;
+  args: string[];
+  /** A negative control registered by the batch worker (tests/methods/*): verify must fail it. */
+  control?: string;
+  /** Whether verify's table has a `queues` column (state written from data: queues, memory banks). */
+  queues?: boolean;
+  /** A further check of the run's output. */
+  check?: (run: CliBatchResult) => void;
+}
+
+/** Per built-in method: its verify runs (only what must differ from the small defaults). */
+export const TABLE: Record<string, VerifyRow[]> = {
+  simclr: [{ devices: 3, claim: 'NT-Xent over the gathered batch', args: SMALL_PROJECTOR }],
+  barlow_twins: [{ devices: 3, claim: 'cross-correlation from global statistics', args: SMALL_PROJECTOR }],
+  byol: [{ devices: 3, claim: 'EMA target and predictor', args: HEADS }],
+  mocov2plus: [
+    { devices: 3, claim: 'a wrapping queue of keys per view', args: [...SMALL_PROJECTOR, ...ARG(`queueSize=${QUEUE}`)], queues: true },
+    {
+      devices: 2,
+      claim: 'batch norm in the projector and its EMA copy (useBnInProjector=true)',
+      args: [...SMALL_PROJECTOR, ...ARG(`queueSize=${QUEUE}`, 'useBnInProjector=true')],
+      queues: true,
+    },
+  ],
+  mocov3: [{ devices: 3, claim: 'EMA target, predictor, contrastive loss over the gathered keys', args: HEADS }],
+  ressl: [
+    { devices: 3, claim: 'a wrapping queue of weak-view keys', args: [...SMALL_PROJECTOR, ...ARG(`queueSize=${QUEUE}`)], queues: true },
+    {
+      devices: 2,
+      claim: 'batch norm in the projector and its EMA copy (useBnInProjector=true)',
+      args: [...SMALL_PROJECTOR, ...ARG(`queueSize=${QUEUE}`, 'useBnInProjector=true')],
+      queues: true,
+    },
+  ],
+  vicreg: [{ devices: 3, claim: 'variance and covariance over the global batch', args: SMALL_PROJECTOR }],
+  supcon: [
+    { devices: 3, claim: 'L_in (variant in, the default): labels gathered with the embeddings', args: SMALL_PROJECTOR },
+    {
+      devices: 2,
+      claim: 'L_out (variant=out): the mean of per-positive log-probabilities over the gathered batch',
+      args: [...SMALL_PROJECTOR, ...ARG('variant=out')],
+    },
+  ],
+  dcl: [
+    { devices: 3, claim: 'decoupled contrastive loss (sigma 0)', args: SMALL_PROJECTOR },
+    { devices: 2, claim: 'DCLW (sigma=0.5, weights from the global batch)', args: [...SMALL_PROJECTOR, ...ARG('sigma=0.5')] },
+  ],
+  simsiam: [{ devices: 3, claim: 'predictor with a static lr group', args: HEADS }],
+  nnclr: [
+    { devices: 3, claim: 'a wrapping support set of nearest neighbours', args: QUEUED, queues: true },
+    {
+      devices: 2,
+      claim: "the trainer's gradient cache (--norm group, chunks of 5)",
+      args: [...QUEUED, '--norm', 'group', '--grad-cache-chunk', '5'],
+      queues: true,
+    },
+  ],
+  nnbyol: [
+    { devices: 3, claim: 'a wrapping support set and the EMA target', args: QUEUED, queues: true },
+    { devices: 2, claim: 'gradient accumulation (two support-set pushes a step)', args: [...QUEUED, '--accumulate-grad-batches', '2'], queues: true },
+  ],
+  nnsiam: [{ devices: 3, claim: 'a wrapping support set and the predictor', args: QUEUED, queues: true }],
+  all4one: [
+    { devices: 3, claim: 'a wrapping support set and the transformer heads', args: QUEUED, queues: true },
+    { devices: 2, claim: 'negative control: a per-rank support set (rows not gathered)', args: QUEUED, control: 'all4one_local_queue', queues: true },
+  ],
+  wmse: [
+    { devices: 2, claim: "whitened sub-batches mix every rank's rows", args: WMSE },
+    {
+      devices: 3,
+      claim: 'a whitening size that does not divide the global batch (10 of 24): sub-batches of 8, said once',
+      args: [...WMSE, ...ARG('whiteningSize=10')],
+      check: (run) => {
+        const note = "ssl-train: note: wmse's whitening size 10 does not divide the global batch of 24; whitening sub-batches of 8 rows instead";
+        const said = run.stderr.flatMap((text) => text.split('\n')).filter((l) => l === note);
+        // Once by rank 0 (for its W-rank method, the one-process reference and the twins alike), never by the other ranks.
+        assert.equal(said.length, 1, `wmse: the note was said ${said.length} times\n${run.stderr.join('\n')}`);
+      },
+    },
+    { devices: 2, claim: "negative control: whitening each rank's batch on its own", args: WMSE, control: 'wmse_local' },
+  ],
+  vibcreg: [
+    { devices: 3, claim: 'IterNorm converted to SyncIterNorm with the batch norms', args: VIBCREG },
+    { devices: 2, claim: 'with per-sample norms elsewhere (--norm layer), IterNorm alone couples the samples', args: [...VIBCREG, '--norm', 'layer'] },
+    {
+      devices: 2,
+      claim: 'negative control: IterNorm with per-rank statistics (--norm layer --sync-batchnorm false)',
+      args: [...VIBCREG, '--norm', 'layer', '--sync-batchnorm', 'false'],
+      control: 'vibcreg',
+    },
+  ],
+  deepclusterv2: [{ devices: 3, claim: 'memory bank and k-means at two epoch starts (3 steps)', args: DEEPCLUSTER, queues: true }],
+  swav: [
+    {
+      devices: 3,
+      claim: 'multi-crop (tiny_resnet), prototypes trained, Sinkhorn-Knopp over the global batch, a wrapping queue',
+      args: [...MULTI_CROP, ...SWAV],
+      queues: true,
+    },
+    {
+      devices: 2,
+      claim: 'negative control: a per-rank Sinkhorn-Knopp (no queue)',
+      args: [...GLOBAL_CROPS, ...SWAV, ...ARG('queueSize=0')],
+      control: 'swav_local_sinkhorn',
+    },
+  ],
+  dino: [
+    { devices: 3, claim: 'multi-crop (tiny_resnet), last layer trained, gradients clipped, the centre from the global batch', args: [...MULTI_CROP, ...DINO] },
+    { devices: 2, claim: 'batch norm in the student and teacher heads (useBnInHead=true)', args: [...GLOBAL_CROPS, ...DINO, ...ARG('useBnInHead=true')] },
+    { devices: 2, claim: "negative control: a centre moved by each rank's own teacher mean", args: [...GLOBAL_CROPS, ...DINO], control: 'dino_local_centre' },
+  ],
+  mae: [{ devices: 3, claim: 'masks keyed by the global sample index, the masked count all-reduced', args: MAE }],
+};
+
+/** Entry id of row `i` of `method`'s rows. */
+export const rowId = (method: string, i: number) => `${method}-${i}`;
+/** The argv of a verify row: verify's small defaults, then the row's flags (later flags win). */
+export const verifyArgv = (method: string, row: VerifyRow) => [
+  'verify',
+  ...SMALL_RUN,
+  '--batch-size',
+  '24',
+  '--steps',
+  String(STEPS),
+  '--timeout',
+  '60',
+  ...row.args,
+  '--method',
+  row.control && row.control !== method ? row.control : method,
+  '--devices',
+  String(row.devices),
+];
+/** The number of steps a verify row runs (its own `--steps` if it has one). */
+export const stepsOf = (row: VerifyRow) => Number(row.args[row.args.lastIndexOf('--steps') + 1] ?? STEPS) || STEPS;
