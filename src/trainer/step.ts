@@ -132,10 +132,11 @@ export async function applyStep(acc: Accumulated, options: ApplyStepOptions): Pr
 /**
  * Reads the metrics of `steps` (one asynchronous read of all of them) and averages them over
  * ranks (one {@link Strategy.reduceMetrics} call for all the steps: every rank must call it at
- * the same point, with the same steps). The local metrics of each step are its device metrics
- * in key order, then its host ones; does not dispose the tensors.
+ * the same point, with the same steps; none for no step). The local metrics of each step are
+ * its device metrics in key order, then its host ones; does not dispose the tensors.
  */
 export async function readMetrics(steps: readonly PendingMetrics[], strategy: Strategy): Promise<StepMetrics[]> {
+  if (steps.length === 0) return [];
   const tensors = steps.flatMap((s) => Object.values(s.tensors));
   const read = tensors.length === 0 ? new Float32Array(0) : await readScalars(tensors);
   let at = 0;

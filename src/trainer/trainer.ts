@@ -11,7 +11,7 @@ import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
 import { LOGGER, type Logger } from './loggers.js';
 import { epochCheckpointName, LAST_CHECKPOINT, runDirPaths } from './run-dir.js';
-import { firstNonFinite, readMetrics, StepSequence, type PendingMetrics } from './step.js';
+import { firstNonFinite, readMetrics, StepSequence, type PendingMetrics, type StepMetrics } from './step.js';
 import { STRATEGY, type Strategy } from './strategy.js';
 
 /** Injection token of the {@link TrainerOptions}. */
@@ -176,22 +176,24 @@ export class Trainer {
       const steps = new StepSequence({ module, strategy: this.strategy, optimizer, scheduler, variables });
       const isLogStep = (step: number) => step % this.options.logEvery === 0 || step === stopAt;
       const flush = async () => {
+        if (unread.length === 0) return;
         const done = unread.splice(0);
+        let read: StepMetrics[];
         try {
-          const read = await readMetrics(
+          read = await readMetrics(
             done.map((s) => s.metrics),
             this.strategy,
           );
-          done.forEach(({ at, logs, lrs: stepLrs }, i) => {
-            losses.push(read[i].local.loss);
-            const logged = this.prefixed('train', { ...read[i].reduced, ...logs, ...lrsToMetrics(stepLrs) });
-            logged.epoch = at.epoch;
-            if (isLogStep(at.step)) for (const l of loggers) l.logMetrics(logged, at.step);
-            for (const c of callbacks) c.onTrainBatchEnd?.(at, logged);
-          });
         } finally {
           tf.dispose(done.flatMap((s) => Object.values(s.metrics.tensors)));
         }
+        done.forEach(({ at, logs, lrs: stepLrs }, i) => {
+          losses.push(read[i].local.loss);
+          const logged = this.prefixed('train', { ...read[i].reduced, ...logs, ...lrsToMetrics(stepLrs) });
+          logged.epoch = at.epoch;
+          if (isLogStep(at.step)) for (const l of loggers) l.logMetrics(logged, at.step);
+          for (const c of callbacks) c.onTrainBatchEnd?.(at, logged);
+        });
       };
       const check = async (reduced: Record<string, number>, gradient: { flag: number; name?: string }, stepLrs: Record<string, number>) => {
         const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
