@@ -84,8 +84,9 @@ export function buildSimclrStep(model: string, options: SimclrStepOptions = {}):
     if (task.computeGradients) {
       const { grads, metrics } = task.computeGradients(data, variables);
       optimizer.step(grads);
-      tf.dispose(Object.values(grads));
-      return metrics.loss;
+      const loss = metrics.loss.dataSync()[0];
+      tf.dispose([...Object.values(grads), ...Object.values(metrics)]);
+      return loss;
     }
     let loss = 0;
     const { value, grads } = tf.variableGrads(() => {

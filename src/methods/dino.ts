@@ -105,7 +105,11 @@ export class DINO extends MomentumMethod {
     this.epoch = info.epoch;
   }
 
-  /** Clips each backbone gradient to norm `clipGrad` (if > 0), then drops the last layer's during the first `freezeLastLayerEpochs` epochs. */
+  /**
+   * Clips each backbone gradient to norm `clipGrad` (if > 0), then drops the last layer's during
+   * the first `freezeLastLayerEpochs` epochs. As DINO's `clip_gradients`: g · min(clip / (‖g‖ + 1e-6), 1),
+   * computed on the device (a scalar `[]` coefficient, never read); a factor of 1 leaves g exactly as it was.
+   */
   override adjustGradients(grads: Record<string, Tensor>, info: StepInfo): Record<string, Tensor> {
     const clip = this.args.clipGrad;
     const clipped = { ...grads };
@@ -113,8 +117,7 @@ export class DINO extends MomentumMethod {
       for (const v of this.backbone.parameters()) {
         const g = grads[v.name];
         if (!g) continue;
-        const coefficient = clip / (tf.tidy(() => tf.norm(g).dataSync()[0]!) + 1e-6);
-        if (coefficient < 1) clipped[v.name] = tf.mul(g, coefficient);
+        clipped[v.name] = tf.tidy(() => tf.mul(g, tf.minimum(tf.div(clip, tf.add(tf.norm(g), 1e-6)), 1)));
       }
     }
     return info.epoch < this.args.freezeLastLayerEpochs ? withoutGradients(clipped, this.head.lastLayer) : clipped;

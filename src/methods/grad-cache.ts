@@ -6,7 +6,8 @@ import { embeddingStd, type BaseMethod } from './base.js';
 /** Gradients (keyed by variable name, this rank only) and metrics of one batch. */
 export interface BatchGradients {
   grads: Record<string, Tensor>;
-  metrics: Record<string, number>;
+  /** Scalars `[]` left on the device (nothing is read inside a step); the caller disposes them. */
+  metrics: Record<string, Scalar>;
 }
 
 /** `[start, size]` of each chunk of a batch of `batch` rows (the last may be smaller). */
@@ -62,26 +63,28 @@ export function gradCacheGradients(
 
   // 2. The loss and its gradient with respect to all local embeddings, given the last chunk's.
   let embeddingGrads: Tensor[] = [];
-  const metrics: Record<string, number> = {};
+  // Kept (tf.keep): they are made inside the tapes' scopes and outlive them.
+  const metrics: Record<string, Scalar> = {};
   const lossGradients = (lastEmbeddings: Tensor[]): void => {
     const embeddings = lastEmbeddings.map((e, k) => tf.concat([...cached.map((c) => c[k]), e], 0));
     const { value, grads } = tf.valueAndGrads((...inputs: Tensor[]) => {
       const out = method.coupledLoss(inputs, labels, indices);
-      for (const [name, t] of Object.entries(out.terms ?? {})) metrics[name] = t.dataSync()[0];
+      for (const [name, t] of Object.entries(out.terms ?? {})) metrics[name] = tf.keep(tf.clone(t));
       // An embedding the loss does not differentiate (SwAV's projections, only queued) gets a
       // zero gradient instead of tfjs's "no path from x to y" error: loss + 0 · Σ e adds exactly 0.
       return tf.add(out.loss, tf.addN(inputs.map((e) => tf.mul(tf.sum(e), 0)))) as Scalar;
     })(embeddings);
-    metrics.loss = value.dataSync()[0];
-    metrics.embedding_std = tf.tidy(() => embeddingStd(embeddings[0]).dataSync()[0]);
-    tf.dispose([value, ...embeddings, ...cached.flat()]);
+    metrics.loss = tf.keep(value);
+    metrics.embedding_std = tf.keep(tf.tidy(() => embeddingStd(embeddings[0])));
+    tf.dispose([...embeddings, ...cached.flat()]);
     embeddingGrads = grads.map((g) => tf.keep(g)); // outlives the last chunk's tape scope
   };
 
   // 3. Back-propagate the cached gradient through each chunk, the last one first.
   const total: Record<string, Tensor> = {};
   const samples = views.length * batch;
-  const classifier = { class_loss: 0, acc1: 0, acc5: 0 };
+  // The online classifier's terms, means over the batch's samples (each chunk weighted by its share): scalars `[]`.
+  const classifier: Record<string, Scalar> = {};
   const backward = (range: [number, number], isLast: boolean) => {
     const [start, size] = range;
     const { value, grads } = tf.variableGrads(() => {
@@ -93,9 +96,12 @@ export function gradCacheGradients(
       });
       const terms = method.classifierTerms(features, tf.slice(labels, start, size));
       const weight = (views.length * size) / samples;
-      classifier.class_loss += terms.class_loss.dataSync()[0] * weight;
-      classifier.acc1 += terms.acc1.dataSync()[0] * weight;
-      classifier.acc5 += terms.acc5.dataSync()[0] * weight;
+      for (const name of ['class_loss', 'acc1', 'acc5'] as const) {
+        const previous = classifier[name];
+        const weighted = tf.mul(terms[name], weight) as Scalar;
+        classifier[name] = tf.keep(previous ? (tf.add(previous, weighted) as Scalar) : weighted);
+        previous?.dispose();
+      }
       return tf.add(objective, tf.mul(terms.class_loss, weight)) as Scalar;
     }, variables);
     value.dispose();

@@ -1,4 +1,4 @@
-import { tf, type Scalar, type Tensor } from '../core/tf.js';
+import { tf, type Tensor } from '../core/tf.js';
 import type { EvalTransform } from '../data/augment/views.js';
 import { subset, type Dataset } from '../data/dataset.js';
 import type { MultiViewBatch } from '../data/loader.js';
@@ -180,13 +180,13 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
       Int32Array.from({ length: per }, (_, i) => Math.min(start + i, dataset.length - 1)),
     );
     const local = await extractDatasetFeatures(this.method, shard, v.transform, v.batchSize);
-    const gather = (t: Tensor): Tensor => {
+    const gather = async (t: Tensor): Promise<Tensor> => {
       const columns = t.shape[1] ?? 1;
-      const all = group.allGather(t.dataSync() as Float32Array);
+      const all = group.allGather((await t.data()) as Float32Array);
       t.dispose();
       return tf.tensor2d(all.subarray(0, dataset.length * columns), [dataset.length, columns]);
     };
-    return { features: gather(local.features), logits: gather(local.logits), labels: dataset.labels };
+    return { features: await gather(local.features), logits: await gather(local.logits), labels: dataset.labels };
   }
 
   /** kNN top-1/top-5 (`knn_acc1`, `knn_acc5`) and online linear top-1/top-5 (`acc1`, `acc5`). */
@@ -202,10 +202,12 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
         temperature: v.knnTemperature,
         numClasses: val.logits.shape[1] ?? 1,
       });
-      const linear = tf.tidy(() => {
+      const accuracies = tf.tidy(() => {
         const { top1, top5 } = accuracy(val.logits, tf.tensor1d(val.labels, 'int32'));
-        return [(top1 as Scalar).dataSync()[0], (top5 as Scalar).dataSync()[0]];
+        return tf.stack([top1, top5]);
       });
+      const linear = await accuracies.data();
+      accuracies.dispose();
       tf.dispose([memory.features, memory.logits, val.features, val.logits]);
       return { knn_acc1: knn.top1, knn_acc5: knn.top5, acc1: linear[0], acc5: linear[1] };
     } finally {

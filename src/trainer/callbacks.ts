@@ -13,6 +13,11 @@ export interface Callback {
   /** The validation metrics of the initial weights, before the first step (`--val-at-start`). */
   onBaseline?(metrics: Record<string, number>): void;
   onFitStart?(progress: Progress): void;
+  /**
+   * A step's metrics (`train/...`, averaged over ranks) with the progress after it. The fit
+   * loop reads metrics from the device once per logging step, so it calls this for every step
+   * in order, but batched at the next logging step (at the latest at the epoch's end).
+   */
   onTrainBatchEnd?(progress: Progress, metrics: Record<string, number>): void;
   onEpochEnd?(progress: Progress, metrics: Record<string, number>): void;
   onFitEnd?(progress: Progress): void;

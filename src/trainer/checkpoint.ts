@@ -38,16 +38,17 @@ class CheckpointProblem extends Error {}
  * A checkpoint as the bytes of a file: 8-byte magic `SSLZCKP1`, uint32 LE header length,
  * UTF-8 JSON header `{ meta, tensors: [{ name, dtype, shape, offset, length }], checksum }`,
  * then the raw little-endian tensor bytes (float32 or int32) at the given byte offsets;
- * `checksum` is the SHA-256 of those bytes.
+ * `checksum` is the SHA-256 of those bytes. The tensors are read asynchronously.
  */
-export function encodeCheckpoint(data: CheckpointData): Uint8Array[] {
+export async function encodeCheckpoint(data: CheckpointData): Promise<Uint8Array[]> {
   const entries: TensorEntry[] = [];
   const buffers: Uint8Array[] = [];
   const hash = createHash('sha256');
   let offset = 0;
   for (const [name, t] of Object.entries(data.tensors)) {
     const dtype = t.dtype === 'int32' ? 'int32' : 'float32';
-    const values = dtype === 'int32' ? Int32Array.from(t.dataSync() as Int32Array) : Float32Array.from(t.dataSync() as Float32Array);
+    const read = await t.data();
+    const values = dtype === 'int32' ? Int32Array.from(read as Int32Array) : Float32Array.from(read as Float32Array);
     const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
     entries.push({ name, dtype, shape: t.shape, offset, length: bytes.byteLength });
     buffers.push(bytes);
@@ -67,8 +68,8 @@ export function encodeCheckpoint(data: CheckpointData): Uint8Array[] {
  * same directory, fsync, then rename, so a crash never leaves a half-written checkpoint
  * under `path`. The format is described at {@link encodeCheckpoint}.
  */
-export function saveCheckpoint(path: string, data: CheckpointData): void {
-  writeFileAtomic(path, encodeCheckpoint(data));
+export async function saveCheckpoint(path: string, data: CheckpointData): Promise<void> {
+  writeFileAtomic(path, await encodeCheckpoint(data));
 }
 
 /** The header of a checkpoint whose first bytes are `head` (at least the prefix and header) in a file of `fileSize` bytes. */

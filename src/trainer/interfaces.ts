@@ -58,9 +58,10 @@ export interface TrainingModule<B> {
    * When defined, replaces the one tape over {@link trainingStep} (Lightning's manual
    * optimisation, e.g. the gradient cache): this rank's unsynchronised gradients for
    * `variables`, keyed by variable name, and the step's metrics. The trainer still syncs
-   * them through the strategy once and steps the optimizer.
+   * them through the strategy once and steps the optimizer. The metrics are scalars `[]` left
+   * on the device (never read inside a step), disposed by the trainer.
    */
-  computeGradients?(batch: B, variables: Variable[]): { grads: Record<string, Tensor>; metrics: Record<string, number> };
+  computeGradients?(batch: B, variables: Variable[]): { grads: Record<string, Tensor>; metrics: Record<string, Scalar> };
   /**
    * Called once the strategy has set up the model, before {@link configureOptimizers}: the
    * process group the module's batch-coupled computations (losses, validation) run over.

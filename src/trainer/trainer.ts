@@ -11,7 +11,7 @@ import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
 import { LOGGER, type Logger } from './loggers.js';
 import { epochCheckpointName, LAST_CHECKPOINT, runDirPaths } from './run-dir.js';
-import { firstNonFinite, StepSequence } from './step.js';
+import { firstNonFinite, readMetrics, StepSequence, type PendingMetrics, type StepMetrics } from './step.js';
 import { STRATEGY, type Strategy } from './strategy.js';
 
 /** Injection token of the {@link TrainerOptions}. */
@@ -98,9 +98,16 @@ export class NonFiniteError extends TrainingFailure {
  * optional, in registration order), with its {@link TrainerOptions} (TRAINER_OPTIONS).
  *
  * Every step is checked for non-finite values before its update is applied (Lightning's
- * terminate-on-NaN): the step's metrics (loss, loss terms, ...) and a "gradient not
- * finite" flag travel in the metrics all-reduce the step makes anyway, so every rank
- * reaches the same verdict without an extra collective.
+ * terminate-on-NaN): the step's metrics (loss, loss terms, ...) and gradients, flagged on the
+ * device, read asynchronously and agreed over ranks by one small all-reduce (see
+ * `applyStep`), so every rank stops at the same step.
+ *
+ * No step reads the device synchronously. The metrics of the steps stay on the device
+ * until a logging step (`logEvery`, the last step, and the end of each epoch's batches,
+ * before validation), where those of all the steps since the previous one are read at once
+ * and averaged over ranks (one all-reduce): the logging step's row goes to the loggers, and
+ * each step's metrics to the callbacks' `onTrainBatchEnd`, in order (so a callback sees a
+ * step up to `logEvery` steps after it ran). A non-finite stop first delivers the steps before it.
  */
 @injectable()
 export class Trainer {
@@ -157,6 +164,8 @@ export class Trainer {
     let status: 'success' | 'failed' = 'failed';
     let failure: unknown;
     let lrs: Record<string, number> = {};
+    // The steps whose metrics are still on the device, read at the next logging step (see `flush`).
+    const unread: UnreadStep[] = [];
     try {
       if (this.options.validateAtStart && module.validate && this.options.valEvery > 0 && !restored) {
         const baseline = this.prefixed('val', await module.validate(progress));
@@ -165,9 +174,32 @@ export class Trainer {
       }
       for (const c of callbacks) c.onFitStart?.(progress);
       const steps = new StepSequence({ module, strategy: this.strategy, optimizer, scheduler, variables });
-      const check = (reduced: Record<string, number>, gradient: { flag: number; name?: string }, stepLrs: Record<string, number>) => {
+      const isLogStep = (step: number) => step % this.options.logEvery === 0 || step === stopAt;
+      const flush = async () => {
+        if (unread.length === 0) return;
+        const done = unread.splice(0);
+        let read: StepMetrics[];
+        try {
+          read = await readMetrics(
+            done.map((s) => s.metrics),
+            this.strategy,
+          );
+        } finally {
+          tf.dispose(done.flatMap((s) => Object.values(s.metrics.tensors)));
+        }
+        done.forEach(({ at, logs, lrs: stepLrs }, i) => {
+          losses.push(read[i].local.loss);
+          const logged = this.prefixed('train', { ...read[i].reduced, ...logs, ...lrsToMetrics(stepLrs) });
+          logged.epoch = at.epoch;
+          if (isLogStep(at.step)) for (const l of loggers) l.logMetrics(logged, at.step);
+          for (const c of callbacks) c.onTrainBatchEnd?.(at, logged);
+        });
+      };
+      const check = async (reduced: Record<string, number>, gradient: { flag: number; name?: string }, stepLrs: Record<string, number>) => {
         const what = nonFiniteProblem(reduced, { ...gradient, name: gradient.name && (parameterNames.get(gradient.name) ?? gradient.name) });
-        if (what) throw this.stopped(progress.step + 1, progress.epoch, what, stepLrs, saved);
+        if (!what) return;
+        await flush();
+        throw this.stopped(progress.step + 1, progress.epoch, what, stepLrs, saved);
       };
       while (progress.epoch < maxEpochs && progress.step < stopAt) {
         let last = Date.now();
@@ -183,21 +215,18 @@ export class Trainer {
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
           steps.addBatch(batch, progress);
           if (steps.pendingBatches < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
-          const metrics = steps.finishStep(progress, { check, throughput });
-          lrs = metrics.lrs;
-          losses.push(metrics.local.loss);
-          const logged = this.prefixed('train', { ...metrics.reduced, ...module.stepLogs?.(), ...lrsToMetrics(lrs) });
-          logged.epoch = progress.epoch;
-          if (progress.step % this.options.logEvery === 0 || progress.step === stopAt) {
-            for (const l of loggers) l.logMetrics(logged, progress.step);
-          }
-          for (const c of callbacks) c.onTrainBatchEnd?.(progress, logged);
+          const outcome = await steps.finishStep(progress, { check, throughput });
+          lrs = outcome.lrs;
+          unread.push({ at: { ...progress }, metrics: outcome.metrics, logs: { ...module.stepLogs?.() }, lrs });
+          if (isLogStep(progress.step)) await flush();
           if (everySteps > 0 && progress.step % everySteps === 0 && progress.step < stopAt) {
-            if (progress.batchInEpoch < batchesPerEpoch) save([LAST_CHECKPOINT], lrs);
+            if (progress.batchInEpoch < batchesPerEpoch) await save([LAST_CHECKPOINT], lrs);
             else stepCheckpointDue = true;
           }
           if (progress.step >= stopAt) break;
         }
+        // The epoch's last steps (after its last logging step) reach the callbacks before validation and the epoch's end.
+        await flush();
         const epochDone = progress.batchInEpoch >= batchesPerEpoch;
         const finished = progress.step >= stopAt;
         const isLastEpoch = progress.epoch + 1 >= maxEpochs;
@@ -215,16 +244,17 @@ export class Trainer {
           progress.epoch++;
           progress.batchInEpoch = 0;
           const names = this.options.checkpointEvery > 0 && progress.epoch % this.options.checkpointEvery === 0 ? [epochCheckpointName(progress.epoch)] : [];
-          if (names.length > 0 || stepCheckpointDue) save([...names, LAST_CHECKPOINT], lrs);
+          if (names.length > 0 || stepCheckpointDue) await save([...names, LAST_CHECKPOINT], lrs);
         }
         if (finished) break;
       }
-      if (saved.lastWritten !== progressKey(progress)) save([LAST_CHECKPOINT], lrs);
+      if (saved.lastWritten !== progressKey(progress)) await save([LAST_CHECKPOINT], lrs);
       status = 'success';
     } catch (e) {
       failure = e;
       throw e;
     } finally {
+      tf.dispose(unread.flatMap((s) => Object.values(s.metrics.tensors)));
       for (const c of callbacks) c.onFitEnd?.(progress);
       await data.close();
       const reason = failure === undefined ? undefined : failure instanceof Error ? failure.message : String(failure);
@@ -263,7 +293,7 @@ export class Trainer {
    * is finite and all agree through one small all-reduce: non-finite parameters (an update
    * that overflowed) stop training instead of replacing the last good checkpoint.
    */
-  private writeCheckpoints<B>(
+  private async writeCheckpoints<B>(
     names: string[],
     module: TrainingModule<B>,
     optimizer: TrainerOptimizer,
@@ -271,10 +301,10 @@ export class Trainer {
     saved: SaveState,
     lrs: Record<string, number>,
     wallTimeSec: number,
-  ): void {
+  ): Promise<void> {
     const optim = optimizer.stateDict();
     const tensors = { ...withPrefix(module.model.stateDict(), 'model/'), ...withPrefix(optim.tensors, 'optimizer/') };
-    const bad = firstNonFinite(tensors);
+    const bad = await firstNonFinite(tensors);
     if (this.strategy.allReduceMax([bad === undefined ? 0 : 1])[0] > 0) {
       const what = `${bad === undefined ? 'the model state of another rank' : bad} became non-finite after the update`;
       throw this.stopped(progress.step, progress.batchInEpoch === 0 ? progress.epoch - 1 : progress.epoch, what, lrs, saved);
@@ -286,7 +316,7 @@ export class Trainer {
       saved.lastGood = { path: join(this.checkpointDir, names[names.length - 1]), step: progress.step };
       return;
     }
-    const bytes = encodeCheckpoint({
+    const bytes = await encodeCheckpoint({
       tensors,
       meta: {
         format: 'ssl-zoo-checkpoint/1',
@@ -356,6 +386,16 @@ export class Trainer {
       throw new UserError(`resume: the ranks found different checkpoints (steps ${-negatedMin} to ${max}); every rank must see the same run directory`);
     }
   }
+}
+
+/** A finished step whose metrics are not read yet. */
+interface UnreadStep {
+  /** The progress after the step. */
+  at: Progress;
+  metrics: PendingMetrics;
+  /** The module's step logs and the step's learning rates, by group name. */
+  logs: Record<string, number>;
+  lrs: Record<string, number>;
 }
 
 /** What the fit loop knows about the checkpoints it wrote. */

@@ -11,7 +11,7 @@ import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
 import { setGradCheckpointing } from '../core/transformer.js';
 import type { Progress, TrainerOptimizer } from '../trainer/interfaces.js';
-import { StepSequence } from '../trainer/step.js';
+import { readMetrics, StepSequence } from '../trainer/step.js';
 import { SingleDeviceStrategy, type Strategy } from '../trainer/strategy.js';
 import { invalidValue } from '../core/errors.js';
 import type { TrainConfig } from '../experiment/config.js';
@@ -110,7 +110,7 @@ function taskRun(task: SslTask, strategy: Strategy, schedule: { totalSteps: numb
  * loss (mean over micro-batches and ranks) and the gradients the optimizer applied, by
  * parameter name.
  */
-function step(run: TaskRun, batches: MultiViewBatch[], progress: Progress): StepResult {
+async function step(run: TaskRun, batches: MultiViewBatch[], progress: Progress): Promise<StepResult> {
   const names = new Map(run.task.method.namedParameters().map(([name, v]) => [v.name, name]));
   const grads: Record<string, Float32Array> = {};
   const inspect = (applied: Record<string, Tensor>) => {
@@ -121,7 +121,9 @@ function step(run: TaskRun, batches: MultiViewBatch[], progress: Progress): Step
   };
   const at = { ...progress };
   for (const batch of batches) run.steps.addBatch(batch, at);
-  const { reduced } = run.steps.finishStep(at, { inspect });
+  const { metrics } = await run.steps.finishStep(at, { inspect });
+  const [{ reduced }] = await readMetrics([metrics], run.steps.context.strategy);
+  tf.dispose(Object.values(metrics.tensors));
   return { loss: reduced.loss, grads };
 }
 
@@ -256,25 +258,28 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
     for (let s = 0; s < steps; s++) {
       const epoch = Math.floor((s * accumulate) / perEpoch);
       const atStart = { epoch, step: s, batchInEpoch: s * accumulate - epoch * perEpoch, totalSteps: steps };
-      const ddpOut = step(ddpRun, await stepBatches(ddpLoader, s), atStart);
+      const ddpOut = await step(ddpRun, await stepBatches(ddpLoader, s), atStart);
       if (!reference || !referenceLoader) continue;
       const batches = await stepBatches(referenceLoader, s);
-      const run = (r: OneProcessRun, b: MultiViewBatch[], orders?: Int32Array[]) => {
+      const run = async (r: OneProcessRun, b: MultiViewBatch[], orders?: Int32Array[]) => {
         if (orders) r.method.presentSampleOrders(orders);
-        const out = step(r, b, atStart);
+        const out = await step(r, b, atStart);
         // A twin's queues got its samples in its order: put them in the reference's.
         if (orders) for (const [, queue] of r.method.queues()) queue.reorderLastWrites(orders);
         return { ...out, state: stateArrays(r.method) };
       };
-      const refOut = run(reference, batches);
-      const twinOuts = twins.map((twin, t) => {
+      const refOut = await run(reference, batches);
+      const twinOuts: Array<typeof refOut> = [];
+      for (const [t, twin] of twins.entries()) {
         const inputs = batches.map((b, j) => twinBatch(b, ((s + 1) * ROUNDOFF_TWINS + t) * accumulate + j));
-        return run(
-          twin,
-          inputs.map((i) => i.batch),
-          inputs.map((i) => i.order),
+        twinOuts.push(
+          await run(
+            twin,
+            inputs.map((i) => i.batch),
+            inputs.map((i) => i.order),
+          ),
         );
-      });
+      }
       const ranksAfter = stateArrays(distributed);
       if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));

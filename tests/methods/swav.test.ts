@@ -119,7 +119,7 @@ describe('SwAV', () => {
     m.dispose();
   });
 
-  it('prototypes get no gradient and no optimizer state during the first freezePrototypesEpochs epochs, then train', () => {
+  it('prototypes get no gradient and no optimizer state during the first freezePrototypesEpochs epochs, then train', async () => {
     const m = build({ queueSize: 0 });
     const task = new SslTask(m, {
       ...{ optimizer: 'lars', lr: 0.6, classifierLr: 0.1, weightDecay: 1e-6, momentum: 0.9, larsEta: 0.02, larsClipLr: true },
@@ -140,19 +140,20 @@ describe('SwAV', () => {
       projector: Float32Array.from(m.projector.parameters()[0]!.dataSync()),
     });
     const slots = () => Object.keys(optimizer.stateDict().tensors).filter((n) => n.startsWith('prototypes.'));
-    const trainStep = (epoch: number, step: number) => {
+    const trainStep = async (epoch: number, step: number) => {
       const progress = { epoch, step, batchInEpoch: 0, totalSteps: 4 };
       scheduler.apply(step);
       const acc = accumulateBatch(task, batch, variables);
-      applyStep(acc, { strategy, optimizer, variables, adjust: (g) => task.adjustGradients(g, progress) });
+      const metrics = await applyStep(acc, { strategy, optimizer, variables, adjust: (g) => task.adjustGradients(g, progress) });
+      tf.dispose(Object.values(metrics.tensors));
     };
     const start = snapshot();
-    trainStep(0, 0);
+    await trainStep(0, 0);
     const afterFrozen = snapshot();
     assert.deepEqual(afterFrozen.prototypes, start.prototypes, 'frozen: not updated, not decayed');
     assert.notDeepEqual(afterFrozen.projector, start.projector);
     assert.deepEqual(slots(), [], 'frozen: no momentum');
-    trainStep(1, 1);
+    await trainStep(1, 1);
     assert.notDeepEqual(snapshot().prototypes, start.prototypes, 'epoch 1: the prototypes train');
     assert.ok(slots().length > 0);
     // The hook alone: only the prototypes' gradient is dropped, and only before freezePrototypesEpochs.

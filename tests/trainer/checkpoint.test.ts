@@ -7,7 +7,7 @@ import { loadCheckpoint, saveCheckpoint } from '../../src/trainer/checkpoint.js'
 import { tempDir } from '../helpers/run.js';
 
 describe('checkpoint files', () => {
-  it('round-trip float32 and int32 tensors and metadata, leaving no temporary file', () => {
+  it('round-trip float32 and int32 tensors and metadata, leaving no temporary file', async () => {
     const dir = tempDir();
     const path = join(dir, 'a.ckpt');
     const a = tf.tensor2d([
@@ -15,7 +15,7 @@ describe('checkpoint files', () => {
       [3, 4e-8],
     ]);
     const b = tf.tensor1d([7, -1, 0], 'int32');
-    saveCheckpoint(path, { tensors: { 'model/a': a, 'optimizer/b': b }, meta: { step: 12, nested: { x: [1, 2] } } });
+    await saveCheckpoint(path, { tensors: { 'model/a': a, 'optimizer/b': b }, meta: { step: 12, nested: { x: [1, 2] } } });
     assert.deepEqual(readdirSync(dir), ['a.ckpt']);
     const loaded = loadCheckpoint(path);
     assert.deepEqual(loaded.meta, { step: 12, nested: { x: [1, 2] } });
@@ -26,7 +26,7 @@ describe('checkpoint files', () => {
     tf.dispose([a, b, ...Object.values(loaded.tensors)]);
   });
 
-  it('rejects missing, foreign and truncated files with user errors', () => {
+  it('rejects missing, foreign and truncated files with user errors', async () => {
     const dir = tempDir();
     assert.throws(
       () => loadCheckpoint(join(dir, 'none.ckpt')),
@@ -36,7 +36,7 @@ describe('checkpoint files', () => {
     assert.throws(() => loadCheckpoint(join(dir, 'x.ckpt')), /not an ssl-zoo checkpoint/);
     const path = join(dir, 'big.ckpt');
     const t = tf.ones([100]);
-    saveCheckpoint(path, { tensors: { t }, meta: {} });
+    await saveCheckpoint(path, { tensors: { t }, meta: {} });
     const bytes = readFileSync(path);
     writeFileSync(path, bytes.subarray(0, bytes.length - 10));
     assert.throws(() => loadCheckpoint(path), /truncated/);

@@ -12,6 +12,7 @@ import { tf, type Scalar } from '../../src/core/tf.js';
 import { createOptimizer, toNamedParams } from '../../src/optim/index.js';
 import { loadCheckpoint, savedProgress, verifyCheckpoint } from '../../src/trainer/checkpoint.js';
 import type { DataSource, TrainingModule } from '../../src/trainer/interfaces.js';
+import type { Callback } from '../../src/trainer/callbacks.js';
 import { RunDirLogger, type Logger } from '../../src/trainer/loggers.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 import { NonFiniteError, Trainer, type TrainerOptions } from '../../src/trainer/trainer.js';
@@ -110,6 +111,53 @@ describe('non-finite values stop training', () => {
       assert.equal(savedProgress(check.meta)?.step, 2);
     });
   }
+
+  it('metrics stay on the device until a logging step, which hands every step to the callbacks, in order; a non-finite stop first hands over the steps before it', async () => {
+    /** Trains `module` for one epoch (4 steps) logging every `logEvery`: what the callbacks saw ([step, steps run by then, loss]) and the error. */
+    const fit = async (module: ReturnType<typeof quadratic>, logEvery: number) => {
+      let ran = 0;
+      const hook = module.onTrainBatchEnd!;
+      module.onTrainBatchEnd = (p) => {
+        ran = p.step;
+        hook(p);
+      };
+      const seen: number[][] = [];
+      const runDir = tempDir();
+      const options = { maxEpochs: 1, logEvery, valEvery: 0, checkpointEvery: 0, runDir, config: { seed: 0 }, print: () => undefined };
+      const callback: Callback = { onTrainBatchEnd: (p, m) => void seen.push([p.step, ran, m['train/loss']]) };
+      const error = await new Trainer(new SingleDeviceStrategy(), [new RunDirLogger(runDir)], options, [callback]).fit(module, data).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      return { seen, error, rows: existsSync(join(runDir, 'metrics.jsonl')) ? metricsLines(runDir).map((r) => r.step) : [] };
+    };
+    // Loss Σw² = 30 at the start; each step multiplies w by 0.8.
+    const losses = [30, 19.2, 12.288, 7.86432];
+    const good = await fit(quadratic(undefined, 0), 2);
+    assert.equal(good.error, undefined);
+    assert.deepEqual(
+      good.seen.map(([step, ran]) => [step, ran]),
+      [
+        [1, 2],
+        [2, 2],
+        [3, 4],
+        [4, 4],
+      ],
+      'steps 1 and 2 handed over after step 2, steps 3 and 4 after step 4',
+    );
+    good.seen.forEach(([, , loss], i) => assert.ok(Math.abs(loss - losses[i]) < 1e-4, `step ${i + 1}: loss ${loss}`));
+    assert.deepEqual(good.rows, [2, 4], 'a row at each logging step');
+    const bad = await fit(quadratic('loss', 3), 4);
+    assert.ok(bad.error instanceof NonFiniteError && bad.error.step === 3, String(bad.error));
+    assert.deepEqual(
+      bad.seen.map(([step, ran]) => [step, ran]),
+      [
+        [1, 2],
+        [2, 2],
+      ],
+    );
+    assert.deepEqual(bad.rows, [], 'no logging step before the stop');
+  });
 
   it('parameters that overflow in an update are never checkpointed: the run stops at that step', async () => {
     const runDir = tempDir();
