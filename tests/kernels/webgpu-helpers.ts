@@ -37,7 +37,8 @@ export function valueAndGrads(f: (...xs: Tensor[]) => Tensor, inputs: Tensor[], 
   return [y, ...grads];
 }
 
-async function readAll(computations: Record<string, Computation>): Promise<Record<string, ReadBack>> {
+/** Runs every computation on the current engine and reads its outputs back. */
+export async function readAll(computations: Record<string, Computation>): Promise<Record<string, ReadBack>> {
   const out: Record<string, ReadBack> = {};
   for (const [name, compute] of Object.entries(computations)) {
     const tensors = tf.tidy(compute);
@@ -51,7 +52,9 @@ async function readAll(computations: Record<string, Computation>): Promise<Recor
 }
 
 /** Runs every computation on webgpu, then on cpu-js (the engine is cpu-js afterwards). */
-export async function onBothEngines(computations: Record<string, Computation>): Promise<{ webgpu: Record<string, ReadBack>; reference: Record<string, ReadBack> }> {
+export async function onBothEngines(
+  computations: Record<string, Computation>,
+): Promise<{ webgpu: Record<string, ReadBack>; reference: Record<string, ReadBack> }> {
   await useWebGpu();
   const webgpu = await readAll(computations);
   await initEngine('cpu-js');
