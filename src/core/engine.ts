@@ -69,6 +69,7 @@ export async function initEngine(requested: BackendChoice = 'auto', gpu: GpuSele
     const info = await initWebGpu(gpu);
     await tf.setBackend('webgpu');
     await tf.ready();
+    (await import('./kernels/webgpu/index.js')).installWebGpuKernels();
     current = { backend: 'webgpu', requested, nativeKernels: false, gpu: info };
     return current;
   }

@@ -11,8 +11,10 @@
  * - `SslZooBatchNormTrainGrad`: its gradient with respect to `x`, `scale` and `offset`
  *   (including what flows back through the `mean` and `variance` outputs).
  *
- * They are registered on the `cpu` backend with the native kernels; {@link batchNormTraining}
- * uses them when they are, and otherwise the tfjs composition, with the same results.
+ * They are registered on the `cpu` backend with the native kernels and on the `webgpu`
+ * backend in WGSL (./webgpu/batch-norm.ts); {@link batchNormTraining} uses them when they
+ * are registered for the current backend, and otherwise the tfjs composition, with the same
+ * results.
  */
 import { tf, type Tensor } from '../tf.js';
 import { f32, outputArray, registerGradientOnce, type DnnlAddon, type KernelArgs, type NativeKernel } from './common.js';
@@ -173,8 +175,9 @@ export interface BatchNormTrainingResult {
  * Differentiable with respect to `x`, `scale` and `offset` (the true batch-norm gradient,
  * through the statistics), and with respect to `x` through `mean` and `variance`.
  *
- * Runs the fused native kernels when they are installed on the `cpu` backend (two passes
- * forward, two backward); otherwise `tf.moments` + `tf.batchNorm`, the same function.
+ * Runs the fused kernels when they are installed for the current backend (native on `cpu`,
+ * WGSL on `webgpu`: two passes forward, two backward); otherwise `tf.moments` +
+ * `tf.batchNorm`, the same function.
  * Missing `scale` / `offset` mean 1 / 0.
  */
 export function batchNormTraining(x: Tensor, scale: Tensor | undefined, offset: Tensor | undefined, eps: number): BatchNormTrainingResult {
@@ -182,14 +185,10 @@ export function batchNormTraining(x: Tensor, scale: Tensor | undefined, offset: 
   const channels = x.shape[x.rank - 1];
   const scaleT = scale ?? tf.ones([channels]);
   const offsetT = offset ?? tf.zeros([channels]);
-  const fused =
-    x.dtype === 'float32' &&
-    tf.getBackend() === 'cpu' &&
-    tf.getKernel(BATCH_NORM_TRAIN, 'cpu') != null &&
-    scaleT.size === channels &&
-    offsetT.size === channels;
+  const fused = x.dtype === 'float32' && tf.getKernel(BATCH_NORM_TRAIN, tf.getBackend()) != null && scaleT.size === channels && offsetT.size === channels;
   if (fused) {
-    // The kernel is only registered by installNativeKernels, which registers its gradient too.
+    // The kernel is only registered by installNativeKernels (cpu) and installWebGpuKernels
+    // (webgpu), which register its gradient too.
     const [y, mean, variance] = tf
       .engine()
       .runKernel(BATCH_NORM_TRAIN, { x, scale: tf.reshape(scaleT, [channels]), offset: tf.reshape(offsetT, [channels]) }, { varianceEpsilon: eps }) as Tensor[];

@@ -1,0 +1,22 @@
+/**
+ * ssl-zoo's kernels for tfjs's `webgpu` backend (the sibling of the native cpu kernels):
+ * the fused training batch norm in WGSL, and tfjs's matmul with its split-K bug corrected
+ * (see ./matmul.ts). Each is tested against the pure-JS reference in tests/kernels/webgpu-*.
+ */
+import { registerBatchNormGradient } from '../batch-norm.js';
+import { tf } from '../../tf.js';
+import { batchNormWebGpuKernels } from './batch-norm.js';
+import { matMulWebGpuKernels } from './matmul.js';
+
+/**
+ * Registers the kernels for the `webgpu` backend, replacing whatever is registered under
+ * their names (a deliberately wrong kernel a test registered with `tf.registerKernel`, or
+ * a previous install): idempotent. Call after the backend is ready.
+ */
+export function installWebGpuKernels(): void {
+  for (const config of [...batchNormWebGpuKernels, ...matMulWebGpuKernels()]) {
+    if (tf.getKernel(config.kernelName, 'webgpu') != null) tf.unregisterKernel(config.kernelName, 'webgpu');
+    tf.registerKernel(config);
+  }
+  registerBatchNormGradient();
+}
