@@ -1,7 +1,7 @@
 /**
  * The one seam between the losses and the process group: every part of a loss that needs
  * the global batch (N = W·B rows over W ranks) goes through {@link gatherRows} or
- * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows}, {@link reduceOverRanks},
+ * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows}, {@link gatherIntsOverRanks}, {@link reduceOverRanks},
  * {@link reduceValuesOverRanks} or {@link sumValuesOverRanksExact} (no gradient), and the rank bookkeeping (offsets) through
  * {@link BatchLayout}.
  *
@@ -138,6 +138,16 @@ export function gatherConstantRows<T extends tf.Tensor>(x: T, layout: BatchLayou
   }
   const gathered = group.allGather(asFloat);
   return tf.tensor(Int32Array.from(gathered), shape, 'int32') as T;
+}
+
+/**
+ * Host int32 values of every rank concatenated in rank order (`[B]` -> `[N]`; dataset
+ * indices), for state written from host data. World size 1: a copy, nothing read from the
+ * device. W > 1: {@link gatherConstantRows}'s collective (read synchronously).
+ */
+export function gatherIntsOverRanks(values: Int32Array, layout: BatchLayout): Int32Array {
+  if (layout.worldSize === 1) return values.slice();
+  return Int32Array.from(tf.tidy(() => gatherConstantRows(tf.tensor1d(values, 'int32'), layout).dataSync()));
 }
 
 /**
