@@ -84,13 +84,14 @@ export class WMSE extends BaseMethod {
   }
 
   /**
-   * Restores the state, and the loss call count from its `lossCalls` entry (a read of the
-   * restored tensor, outside any step).
+   * Restores the state, and the loss call count from its `lossCalls` entry: read before the
+   * copy into the buffer, while a checkpoint's tensor still holds its host values (a read
+   * outside any step, which the WebGPU engine answers without reading the device).
    */
   override loadStateDict(state: StateDict, strict = true): { missing: string[]; unexpected: string[] } {
+    const saved = state['lossCalls']?.dataSync()[0];
     const result = super.loadStateDict(state, strict);
-    const saved = state['lossCalls'];
-    if (saved) this.calls = saved.dataSync()[0]!;
+    if (saved !== undefined) this.calls = saved;
     return result;
   }
 
