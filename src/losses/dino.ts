@@ -5,7 +5,7 @@ import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { detach } from '../core/ops.js';
-import { batchLayout, reduceValuesOverRanks, type BatchLayout } from './global-batch.js';
+import { batchLayout, reduceOverRanks, type BatchLayout } from './global-batch.js';
 import { checkPair, checkPositive } from './ops.js';
 
 export interface DinoOptions {
@@ -46,8 +46,9 @@ export const DINO_CENTRE_MOMENTUM = 0.9;
  *
  * `group`: loss_r is the mean over rank r's rows, so mean_r loss_r is the global loss, no
  * collective. The centre's batch mean is over the global batch: the sum of the teacher
- * outputs `[K]` is all-reduced (`reduceValuesOverRanks`, one collective, none in backward),
- * so every rank holds the one-process centre.
+ * outputs `[K]` is all-reduced (`reduceOverRanks`, one collective, none in backward), so every
+ * rank holds the one-process centre. With one process the centre is computed on the device
+ * (float32 tensor ops, no read).
  */
 export function dinoLoss(student: tf.Tensor2D[], teacher: tf.Tensor2D[], centre: tf.Tensor1D, options: DinoOptions, group?: ProcessGroup): DinoResult {
   if (!Array.isArray(student) || student.length < 2)
@@ -84,18 +85,18 @@ export function dinoLoss(student: tf.Tensor2D[], teacher: tf.Tensor2D[], centre:
   return { loss, centre: updatedCentre(teacher, centre, momentum, layout) };
 }
 
-/** `m · centre + (1 − m) · Σ teacher / (G·N)` `[K]`, the sum over every global crop and rank. */
+/** `m · centre + (1 − m) · Σ teacher / (G·N)` `[K]`, the sum over every global crop and rank (a constant, on the device). */
 function updatedCentre(teacher: tf.Tensor2D[], centre: tf.Tensor1D, momentum: number, layout: BatchLayout): tf.Tensor1D {
-  const k = centre.shape[0];
-  const local = new Float64Array(k);
-  for (const t of teacher) {
-    const values = t.dataSync();
-    for (let i = 0; i < values.length; i++) local[i % k] = local[i % k]! + values[i]!;
-  }
-  const sums = reduceValuesOverRanks(local, layout, 'sum');
-  const count = teacher.length * layout.globalBatch;
-  const old = centre.dataSync();
-  const next = new Float32Array(k);
-  for (let c = 0; c < k; c++) next[c] = momentum * old[c]! + (1 - momentum) * (sums[c]! / count);
-  return tf.tensor1d(next);
+  return tf.tidy(() => {
+    const local = tf.sum(
+      tf.concat(
+        teacher.map((t) => detach(t)),
+        0,
+      ),
+      0,
+    ); // [K]
+    const sums = reduceOverRanks(local, layout, 'sum');
+    const count = teacher.length * layout.globalBatch;
+    return tf.add(tf.mul(detach(centre), momentum), tf.mul(sums, (1 - momentum) / count));
+  });
 }

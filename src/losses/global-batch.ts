@@ -1,7 +1,7 @@
 /**
  * The one seam between the losses and the process group: every part of a loss that needs
  * the global batch (N = W·B rows over W ranks) goes through {@link gatherRows} or
- * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows},
+ * {@link sumOverRanks} (differentiable) or {@link gatherConstantRows}, {@link gatherIntsOverRanks}, {@link reduceOverRanks},
  * {@link reduceValuesOverRanks} or {@link sumValuesOverRanksExact} (no gradient), and the rank bookkeeping (offsets) through
  * {@link BatchLayout}.
  *
@@ -141,6 +141,16 @@ export function gatherConstantRows<T extends tf.Tensor>(x: T, layout: BatchLayou
 }
 
 /**
+ * Host int32 values of every rank concatenated in rank order (`[B]` -> `[N]`; dataset
+ * indices), for state written from host data. World size 1: a copy, nothing read from the
+ * device. W > 1: {@link gatherConstantRows}'s collective (read synchronously).
+ */
+export function gatherIntsOverRanks(values: Int32Array, layout: BatchLayout): Int32Array {
+  if (layout.worldSize === 1) return values.slice();
+  return Int32Array.from(tf.tidy(() => gatherConstantRows(tf.tensor1d(values, 'int32'), layout).dataSync()));
+}
+
+/**
  * InfoNCE of this rank's rows against the whole global batch: logits `[B, N]` =
  * `anchors [B, D]` · `candidates [N, D]`ᵀ / τ, where `candidates` are gathered in rank order
  * (N = W·B) and local row i's positive is global column `layout.offset + i`. Returns the mean
@@ -164,6 +174,20 @@ export function reduceValuesOverRanks(values: Float64Array, layout: BatchLayout,
   const data = Float32Array.from(values);
   layout.group!.allReduce(data, op);
   return Float64Array.from(data);
+}
+
+/**
+ * Element-wise reduction over ranks of a float32 tensor WITHOUT gradient (any shape, the same
+ * on every rank), for statistics of data no gradient flows through (Sinkhorn-Knopp's sums,
+ * DINO's teacher centre, MAE's count of masked patches). World size 1: `x` itself, left on the
+ * device (no read, so a training step stays free of synchronous reads on the GPU engine).
+ * W > 1: read synchronously and reduced through the group ({@link reduceValuesOverRanks},
+ * float32 on the wire), then uploaded as a new tensor.
+ */
+export function reduceOverRanks<T extends tf.Tensor>(x: T, layout: BatchLayout, op: 'sum' | 'max'): T {
+  if (layout.worldSize === 1) return x;
+  const reduced = reduceValuesOverRanks(Float64Array.from(x.dataSync()), layout, op);
+  return tf.tensor(Float32Array.from(reduced), x.shape, 'float32') as T;
 }
 
 /**

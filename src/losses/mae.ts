@@ -6,7 +6,7 @@ import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { detach } from '../core/ops.js';
-import { batchLayout, reduceValuesOverRanks } from './global-batch.js';
+import { batchLayout, reduceOverRanks } from './global-batch.js';
 
 export interface MaeOptions {
   /** Side P of the square patches, in pixels (an integer ≥ 1 dividing the image's height and width). */
@@ -49,12 +49,13 @@ export function patchify(images: tf.Tensor4D, patchSize: number): tf.Tensor3D {
  * - `normPixLoss`: target = (patch − mean) / sqrt(var + 1e-6), mean and (unbiased) variance
  *   over the patch's P·P·C values.
  *
- * `group` (W ranks): the number of masked patches is all-reduced (`reduceValuesOverRanks`,
- * one collective, none in backward) and rank r returns W · (Σ over its masked patches) / (the
+ * `group` (W ranks): the number of masked patches is all-reduced (`reduceOverRanks`, one
+ * collective, none in backward) and rank r returns W · (Σ over its masked patches) / (the
  * global count), so mean_r loss_r is the global mean even when the ranks mask different
  * numbers of patches (a per-rank mean, solo-learn's under DDP, weights each rank's patches
- * by 1 / its own count instead). Returns a scalar `[]`. Refuses a global batch with no masked
- * patch.
+ * by 1 / its own count instead). Returns a scalar `[]`, computed on the device (the mask is
+ * never read back): NaN when a mask value is neither 0 nor 1 or when the global batch has no
+ * masked patch.
  */
 export function maeLoss(images: tf.Tensor4D, predictions: tf.Tensor3D, mask: tf.Tensor2D, options: MaeOptions, group?: ProcessGroup): Scalar {
   const { patchSize } = options;
@@ -71,14 +72,7 @@ export function maeLoss(images: tf.Tensor4D, predictions: tf.Tensor3D, mask: tf.
     throw new Error(`maeLoss: mask must be [${b}, ${targetShape[1]}] (B, patches), got [${mask.shape.join(', ')}]`);
   }
   if (normPixLoss && targetShape[2] < 2) throw invalidValue('patchSize', patchSize, 'patches of at least 2 values (P·P·C >= 2) for normPixLoss');
-  let localCount = 0;
-  for (const m of mask.dataSync()) {
-    if (m !== 0 && m !== 1) throw new Error(`maeLoss: mask values must be 0 or 1, got ${m}`);
-    localCount += m;
-  }
   const layout = batchLayout('maeLoss', b, group);
-  const count = reduceValuesOverRanks(Float64Array.of(localCount), layout, 'sum')[0]!;
-  if (count === 0) throw new Error('maeLoss: no masked patch in the global batch (mask is all 0)');
   return tf.tidy(() => {
     let target = patchify(detach(images), patchSize); // [B, L, P·P·C]
     if (normPixLoss) {
@@ -88,7 +82,10 @@ export function maeLoss(images: tf.Tensor4D, predictions: tf.Tensor3D, mask: tf.
       target = tf.div(tf.sub(target, mean), tf.sqrt(tf.add(variance, MAE_NORM_PIX_EPS)));
     }
     const perPatch = tf.mean(tf.squaredDifference(predictions, target), 2); // [B, L]
-    const masked = tf.sum(tf.mul(perPatch, tf.cast(mask, 'float32')));
-    return tf.mul(masked, layout.worldSize / count) as Scalar;
+    const m = tf.cast(mask, 'float32'); // [B, L]
+    const count = reduceOverRanks(tf.sum(m), layout, 'sum'); // [] global count of masked patches
+    const binary = tf.all(tf.logicalOr(tf.equal(m, 0), tf.equal(m, 1)));
+    const loss = tf.div(tf.mul(tf.sum(tf.mul(perPatch, m)), layout.worldSize), count);
+    return tf.where(tf.logicalAnd(binary, tf.greater(count, 0)), loss, tf.scalar(NaN)) as Scalar;
   });
 }

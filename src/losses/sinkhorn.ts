@@ -5,7 +5,8 @@
 import { invalidValue } from '../core/errors.js';
 import { tf } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
-import { batchLayout, constantFrom, reduceValuesOverRanks, type BatchLayout } from './global-batch.js';
+import { detach } from '../core/ops.js';
+import { batchLayout, reduceOverRanks } from './global-batch.js';
 import { checkPositive } from './ops.js';
 
 export interface SinkhornOptions {
@@ -37,14 +38,19 @@ export const SINKHORN_DEFAULTS: Readonly<Omit<SinkhornOptions, 'queueScores'>> =
  *
  * Exact over W ranks: the prototype sums `[K]` are all-reduced (sum) at every iteration, and
  * the stabilising per-prototype maximum `[K]` once (max), through the process group
- * (`reduceValuesOverRanks`): iterations + 1 all-reduces, none in backward. A per-rank
- * Sinkhorn (solo-learn with `world_size` 1 under DDP) equalises the prototypes' shares within
- * each rank's batch instead, which changes the assignments.
+ * (`reduceOverRanks`): iterations + 1 all-reduces, none in backward. A per-rank Sinkhorn
+ * (solo-learn with `world_size` 1 under DDP) equalises the prototypes' shares within each
+ * rank's batch instead, which changes the assignments.
  *
- * Computed in float64, with the same result as solo-learn's in exact arithmetic: solo-learn's
- * first division by the total and its divisions by K and M are constant factors that the next
- * normalisation cancels, and so is subtracting each prototype's maximum score before exp
- * (which keeps exp(score / ε) finite for small ε).
+ * Computed on the device in float32 tensor ops (no read back with one process), with the same
+ * result as solo-learn's in exact arithmetic: solo-learn's first division by the total and its
+ * divisions by K and M are constant factors that the next normalisation cancels, and so is
+ * subtracting each prototype's maximum score before exp (which keeps exp(score / ε) finite
+ * for small ε). Q is kept as log Q: the row normalisation is a log-sum-exp, so a row whose
+ * scores all lie far below the prototypes' maxima (exp underflows, even in float64, for
+ * small ε) still gets its assignments; the column sums are taken of exp(log Q), which cannot
+ * all underflow (each prototype keeps an entry ≥ 1/(M·K) after the first round). A score that
+ * is not finite gives NaN.
  */
 export function sinkhornKnopp(scores: tf.Tensor2D, options: SinkhornOptions = SINKHORN_DEFAULTS, group?: ProcessGroup): tf.Tensor2D {
   const { epsilon, iterations, queueScores } = options;
@@ -53,34 +59,35 @@ export function sinkhornKnopp(scores: tf.Tensor2D, options: SinkhornOptions = SI
   checkPositive('epsilon', epsilon);
   if (!(Number.isInteger(iterations) && iterations >= 1)) throw invalidValue('iterations', iterations, 'an integer >= 1');
   const layout = batchLayout('sinkhornKnopp', scores.shape[0], group);
-  const k = scores.shape[1];
-  const local = Float64Array.from(scores.dataSync());
-  const queue = queueScores ? Float64Array.from(queueScores.dataSync()) : new Float64Array(0);
-  const q = exponentiate(local, queue, k, epsilon, layout);
-  const rows = q.length / k;
-  const localRows = layout.localBatch;
-  for (let it = 0; it < iterations; it++) {
-    // Prototype columns: Σ over the local rows, all-reduced, plus the queue rows (the same on every rank).
-    const localSums = columnSums(q, 0, localRows, k);
-    const sums = reduceValuesOverRanks(localSums, layout, 'sum');
-    const queueSums = columnSums(q, localRows, rows, k);
-    for (let c = 0; c < k; c++) sums[c] = sums[c]! + queueSums[c]!;
-    for (let r = 0; r < rows; r++) for (let c = 0; c < k; c++) q[r * k + c] = q[r * k + c]! / sums[c]!;
-    // Sample rows: local.
-    for (let r = 0; r < rows; r++) {
-      let total = 0;
-      for (let c = 0; c < k; c++) total += q[r * k + c]!;
-      for (let c = 0; c < k; c++) q[r * k + c] = q[r * k + c]! / total;
+  return tf.tidy(() => {
+    const local = detach(scores); // [B, K]: a constant, exactly zero gradient
+    const queue = queueScores ? detach(queueScores) : undefined; // [S, K]
+    // log Q = (s − m_c) / ε, m_c: prototype c's largest score over the global batch and the queue.
+    let max = reduceOverRanks(tf.max(local, 0), layout, 'max'); // [K]
+    if (queue) max = tf.maximum(max, tf.max(queue, 0));
+    let logQ = tf.div(tf.sub(local, max), epsilon); // [B, K]
+    let logQueue = queue ? tf.div(tf.sub(queue, max), epsilon) : undefined; // [S, K]
+    for (let it = 0; it < iterations; it++) {
+      // Prototype columns: Σ over the local rows, all-reduced, plus the queue rows (the same on every rank).
+      let sums = reduceOverRanks(tf.sum(tf.exp(logQ), 0), layout, 'sum'); // [K]
+      if (logQueue) sums = tf.add(sums, tf.sum(tf.exp(logQueue), 0));
+      const logSums = tf.log(sums);
+      // Sample rows: local, as log-sum-exp.
+      logQ = normaliseRows(tf.sub(logQ, logSums));
+      logQueue = logQueue ? normaliseRows(tf.sub(logQueue, logSums)) : undefined;
     }
-  }
-  // Checked after the loop, so that no rank leaves the others waiting in a collective.
-  if (!q.every(Number.isFinite)) {
-    throw new Error(
-      `sinkhornKnopp: a row's scores all vanished under exp((score − max) / ε) with ε = ${epsilon}, or a score is not finite; use a larger epsilon`,
-    );
-  }
-  const inputs = queueScores ? [scores, queueScores] : [scores];
-  return constantFrom(inputs, Float32Array.from(q.subarray(0, localRows * k)), [localRows, k]) as tf.Tensor2D;
+    return tf.exp(logQ) as tf.Tensor2D;
+  });
+}
+
+/**
+ * `[rows, K]` log-values minus each row's log-sum-exp (the rows of exp sum to 1). The row's
+ * maximum is subtracted first, on its own: far below 0 (a row far from every prototype),
+ * subtracting a rounded log-sum-exp would lose the float32 digits of the small differences.
+ */
+function normaliseRows(logQ: tf.Tensor): tf.Tensor {
+  const shifted = tf.sub(logQ, tf.max(logQ, 1, true));
+  return tf.sub(shifted, tf.log(tf.sum(tf.exp(shifted), 1, true)));
 }
 
 /** Checks a float32 `[rows, K]` score matrix (K = `k` if given). */
@@ -88,27 +95,4 @@ function checkScores(name: string, x: tf.Tensor, k: number | undefined): void {
   if (x.rank !== 2 || x.shape[1]! < 1) throw new Error(`sinkhornKnopp: ${name} must be [rows, K], got shape [${x.shape.join(', ')}]`);
   if (x.dtype !== 'float32') throw new Error(`sinkhornKnopp: ${name} must be float32, got ${x.dtype}`);
   if (k !== undefined && x.shape[1] !== k) throw new Error(`sinkhornKnopp: ${name} [${x.shape.join(', ')}] must have K = ${k} columns, as scores`);
-}
-
-/**
- * `exp((s − m_c) / ε)` of the local rows then the queue rows, `[(B + S)·K]` row-major, where
- * m_c is prototype c's largest score over the global batch and the queue.
- */
-function exponentiate(local: Float64Array, queue: Float64Array, k: number, epsilon: number, layout: BatchLayout): Float64Array {
-  const localMax = new Float64Array(k).fill(-Infinity);
-  for (let i = 0; i < local.length; i++) localMax[i % k] = Math.max(localMax[i % k]!, local[i]!);
-  const max = reduceValuesOverRanks(localMax, layout, 'max');
-  for (let i = 0; i < queue.length; i++) max[i % k] = Math.max(max[i % k]!, queue[i]!);
-  const q = new Float64Array(local.length + queue.length);
-  q.set(local);
-  q.set(queue, local.length);
-  for (let i = 0; i < q.length; i++) q[i] = Math.exp((q[i]! - max[i % k]!) / epsilon);
-  return q;
-}
-
-/** Σ over rows `from .. to − 1` of each of the k columns of the row-major `q`. */
-function columnSums(q: Float64Array, from: number, to: number, k: number): Float64Array {
-  const sums = new Float64Array(k);
-  for (let r = from; r < to; r++) for (let c = 0; c < k; c++) sums[c] = sums[c]! + q[r * k + c]!;
-  return sums;
 }

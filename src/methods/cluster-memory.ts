@@ -3,8 +3,8 @@ import { Module } from '../core/module.js';
 import { detach, l2NormalizeRows } from '../core/ops.js';
 import { Rng } from '../core/random.js';
 import type { ProcessGroup } from '../core/process-group.js';
-import { tf, type Tensor, type Tensor2D, type Variable } from '../core/tf.js';
-import { batchLayout, gatherConstantRows } from '../losses/global-batch.js';
+import { tf, type Tensor, type Tensor1D, type Tensor2D, type Variable } from '../core/tf.js';
+import { batchLayout, gatherConstantRows, gatherIntsOverRanks } from '../losses/global-batch.js';
 import { sphericalKMeans } from '../losses/kmeans.js';
 
 /** The shape of a {@link ClusterMemory}. */
@@ -75,11 +75,9 @@ export class ClusterMemory extends Module {
     return tf.tidy(() => tf.reshape(tf.slice(this.prototypeBank, [h, 0, 0], [1, k, dim]), [k, dim]));
   }
 
-  /** Each head's clusters of the samples `indices` `[B]`: `[B]` int32 per head (`-1`: none). */
-  targets(indices: Int32Array): Int32Array[] {
-    const all = tf.tidy(() => tf.gather(this.assignments, tf.tensor1d(indices, 'int32'), 1).dataSync() as Int32Array);
-    const b = indices.length;
-    return Array.from({ length: this.options.heads }, (_, h) => all.slice(h * b, (h + 1) * b));
+  /** Each head's clusters of the samples `indices` `[B]`: `[B]` int32 per head (`-1`: none), on the device (the caller disposes them). */
+  targets(indices: Int32Array): Tensor1D[] {
+    return tf.tidy(() => tf.unstack(tf.gather(this.assignments, tf.tensor1d(indices, 'int32'), 1)) as Tensor1D[]);
   }
 
   /**
@@ -96,8 +94,7 @@ export class ClusterMemory extends Module {
     }
     const layout = batchLayout('ClusterMemory.push', indices.length, undefined);
     const gathered = rows.map((r) => tf.keep(gatherConstantRows(detach(r) as Tensor2D, layout)));
-    const allIndices = tf.tidy(() => gatherConstantRows(tf.tensor1d(indices, 'int32'), layout).dataSync() as Int32Array);
-    this.pending.push({ rows: gathered, indices: Int32Array.from(allIndices) });
+    this.pending.push({ rows: gathered, indices: gatherIntsOverRanks(indices, layout) });
   }
 
   /** Writes the pushed rows at their samples (in push order) and marks them written in `epoch`. */

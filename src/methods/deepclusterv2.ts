@@ -70,7 +70,9 @@ export class DeepClusterV2 extends BaseMethod {
     const z = tf.concat([z1, z2], 0) as Tensor2D;
     // Scores [2B, K] per head; the prototypes are constants (frozen, reset by k-means).
     const scores = Array.from({ length: this.args.heads }, (_, h) => tf.matMul(z, this.memory.prototypes(h), false, true) as Tensor2D);
-    const loss = deepClusterV2Loss(scores, this.memory.targets(indices), { temperature: this.args.temperature });
+    const targets = this.memory.targets(indices);
+    const loss = deepClusterV2Loss(scores, targets, { temperature: this.args.temperature });
+    tf.dispose(targets);
     this.memory.push([z1, z2], indices);
     return { loss, embeddings: z1 };
   }

@@ -17,7 +17,8 @@ export interface FeatureQueueOptions {
 
 /** Where one flush wrote a block of rows: slots `start, start+1, ...` modulo the queue size. */
 export interface QueueWrite {
-  start: number;
+  /** `[1]` int32 on the device: the first slot written (the pointer is never read back to the host). */
+  start: Tensor1D;
   count: number;
 }
 
@@ -78,7 +79,11 @@ export class FeatureQueue extends Module {
     return this.labelBank.clone() as Tensor1D;
   }
 
-  /** The slot the next row is written to. */
+  /**
+   * The slot the next row is written to: a read of the device (synchronous, so not for a
+   * training step, nor for the WebGPU engine; flush and the searches use the pointer on the
+   * device).
+   */
   get position(): number {
     return this.pointer.dataSync()[0];
   }
@@ -104,20 +109,21 @@ export class FeatureQueue extends Module {
   /**
    * Writes the pushed rows at the pointer, block after block in push order, wrapping
    * around at K; the oldest rows are overwritten. A block of more than K rows keeps its
-   * last K. Records the slots written in {@link lastWrites}.
+   * last K. Records the slots written in {@link lastWrites}. Runs on the device: the pointer
+   * `[1]` int32 is never read back (slots `(pointer + i) mod K` are built with tensor ops).
    */
   flush(): void {
-    this.lastWrites = [];
+    this.disposeLastWrites();
     for (const { rows, labels } of this.pending) {
       const n = rows[0].shape[0];
       const skip = Math.max(0, n - this.size);
-      const start = (this.position + skip) % this.size;
-      const slots = Int32Array.from({ length: n - skip }, (_, i) => (start + i) % this.size);
+      const start = tf.tidy(() => this.slotsFrom(this.pointer as Tensor as Tensor1D, tf.tensor1d([skip], 'int32')));
       tf.tidy(() => {
+        const slots = this.slotsFrom(start, tf.range(0, n - skip, 1, 'int32') as Tensor1D); // [n']
         const written = tf.stack(rows.map((r) => tf.slice(r, skip, n - skip))); // [views, n', D]
         this.bank.assign(scatterRows(this.bank, slots, written, 1));
         if (this.labelBank && labels) this.labelBank.assign(scatterRows(this.labelBank, slots, tf.slice(labels, skip, n - skip), 0));
-        this.pointer.assign(tf.tensor1d([(start + n - skip) % this.size], 'int32'));
+        this.pointer.assign(this.slotsFrom(this.pointer as Tensor as Tensor1D, tf.tensor1d([n], 'int32')));
       });
       this.lastWrites.push({ start, count: n - skip });
       tf.dispose([...rows, ...(labels ? [labels] : [])]);
@@ -176,35 +182,47 @@ export class FeatureQueue extends Module {
     this.lastWrites.forEach(({ start, count }, j) => {
       const order = orders[j];
       if (order.length !== count) throw new Error(`FeatureQueue.reorderLastWrites: block ${j} has ${count} rows, order has ${order.length}`);
-      const from = Int32Array.from({ length: count }, (_, i) => (start + i) % this.size);
-      const to = Int32Array.from(order, (o) => (start + o) % this.size);
       tf.tidy(() => {
+        const from = this.slotsFrom(start, tf.range(0, count, 1, 'int32') as Tensor1D);
+        const to = this.slotsFrom(start, tf.tensor1d(order, 'int32'));
         this.bank.assign(scatterRows(this.bank, to, tf.gather(this.bank, from, 1), 1));
         if (this.labelBank) this.labelBank.assign(scatterRows(this.labelBank, to, tf.gather(this.labelBank, from, 0), 0));
       });
     });
   }
 
+  /** Slots `(start + offsets) mod K`, `[n]` int32, from `start` `[1]` and `offsets` `[n]` (both int32, on the device). */
+  private slotsFrom(start: Tensor1D, offsets: Tensor1D): Tensor1D {
+    return tf.mod(tf.add(offsets, start), tf.scalar(this.size, 'int32')) as Tensor1D;
+  }
+
+  private disposeLastWrites(): void {
+    tf.dispose(this.lastWrites.map((w) => w.start));
+    this.lastWrites = [];
+  }
+
   /** Frees the rows pushed and not written, then the buffers. */
   override dispose(): void {
     for (const { rows, labels } of this.pending) tf.dispose([...rows, ...(labels ? [labels] : [])]);
     this.pending = [];
+    this.disposeLastWrites();
     super.dispose();
   }
 }
 
 /**
- * `target` with the entries at `slots` (distinct) along `axis` (0 or 1) replaced by `values`
- * (same rank, `slots.length` entries along `axis`). One scatter that copies only the written
- * rows: a full-size gather/where over the bank took seconds per step at MoCo's 2 x 32768 x 256.
+ * `target` with the entries at `slots` `[n]` int32 (distinct, on the device) along `axis` (0
+ * or 1) replaced by `values` (same rank, n entries along `axis`). One scatter that copies only
+ * the written rows: a full-size gather/where over the bank took seconds per step at MoCo's
+ * 2 x 32768 x 256.
  */
-function scatterRows(target: Tensor, slots: Int32Array, values: Tensor, axis: 0 | 1): Tensor {
-  if (axis === 0) return tf.tensorScatterUpdate(target, tf.tensor2d(slots, [slots.length, 1], 'int32'), values);
-  const [views, n] = [values.shape[0]!, slots.length];
-  const indices = new Int32Array(2 * views * n);
-  for (let v = 0; v < views; v++) {
-    for (let i = 0; i < n; i++) indices.set([v, slots[i]!], 2 * (v * n + i));
-  }
+function scatterRows(target: Tensor, slots: Tensor1D, values: Tensor, axis: 0 | 1): Tensor {
+  const n = slots.shape[0];
+  if (axis === 0) return tf.tensorScatterUpdate(target, tf.reshape(slots, [n, 1]), values);
+  const views = values.shape[0]!;
+  // Indices [views·n, 2]: (v, slots[i]) for every view v, then row i.
+  const viewColumn = tf.reshape(tf.tile(tf.reshape(tf.range(0, views, 1, 'int32'), [views, 1]), [1, n]), [views * n, 1]);
+  const slotColumn = tf.reshape(tf.tile(tf.reshape(slots, [1, n]), [views, 1]), [views * n, 1]);
   const rows = tf.reshape(values, [views * n, ...values.shape.slice(2)]);
-  return tf.tensorScatterUpdate(target, tf.tensor2d(indices, [views * n, 2], 'int32'), rows);
+  return tf.tensorScatterUpdate(target, tf.concat([viewColumn, slotColumn], 1), rows);
 }

@@ -1,6 +1,7 @@
 import type { Tensor, Tensor2D, Variable } from '../core/tf.js';
 import { tf } from '../core/tf.js';
 import type { Sequential } from '../core/layers.js';
+import type { StateDict } from '../core/module.js';
 import { Rng } from '../core/random.js';
 import { batchLayout, wmseLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
@@ -15,7 +16,9 @@ import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput 
  * The sub-batch permutations (one per whitening iteration) are drawn from a generator keyed
  * by (a seed drawn from the method's generator, the number of loss calls so far), so every
  * rank draws the same ones, and the call count is a buffer (`lossCalls`): checkpointed, so a
- * resumed run draws what the uninterrupted one would have drawn.
+ * resumed run draws what the uninterrupted one would have drawn. The count lives on the host
+ * (the permutations are drawn there) and each loss call uploads it into the buffer, which is
+ * never read back during a step; {@link loadStateDict} takes it from the restored state.
  *
  * Defaults are solo-learn's CIFAR recipe (`scripts/pretrain/cifar/wmse.yaml`): projector
  * 1024-64, whitening size 128, one whitening iteration, no shrinkage, lr 2e-3, classifier
@@ -46,8 +49,10 @@ export class WMSE extends BaseMethod {
 
   /** `[B, F] -> [B, projOutputDim]`. */
   readonly projector: Sequential;
-  /** `[1]` int32: how many times the loss drew its permutations (keys the next draw). */
+  /** `[1]` int32: how many times the loss drew its permutations (the checkpointed copy of {@link calls}). */
   private readonly lossCalls: Variable;
+  /** How many times the loss drew its permutations (keys the next draw). */
+  private calls = 0;
   /** Keys the permutations together with {@link lossCalls}; the same on every rank (drawn from the seeded generator). */
   private readonly permutationSeed: number;
   /** Sample orders announced by {@link presentSampleOrders}, one per coming loss call. */
@@ -69,13 +74,25 @@ export class WMSE extends BaseMethod {
   override embeddingLoss(views: Tensor[]): SslLossOutput {
     const { globalBatch, rank } = batchLayout('WMSE', views[0]!.shape[0]!, undefined); // the scoped group's
     const whiteningSize = this.effectiveWhiteningSize(globalBatch, rank);
-    const calls = this.lossCalls.dataSync()[0]!;
-    this.lossCalls.assign(tf.tensor1d([calls + 1], 'int32'));
-    const rng = Rng.keyed(this.permutationSeed, calls);
+    const rng = Rng.keyed(this.permutationSeed, this.calls);
+    this.calls += 1;
+    tf.tidy(() => this.lossCalls.assign(tf.tensor1d([this.calls], 'int32')));
     const order = this.pendingOrders.shift();
     const permutations = Array.from({ length: this.args.whiteningIters }, () => inSampleOrder(rng.permutation(globalBatch), order));
     const loss = wmseLoss(views as Tensor2D[], { whiteningSize, permutations, eps: this.args.whiteningEps });
     return { loss, embeddings: views[0] };
+  }
+
+  /**
+   * Restores the state, and the loss call count from its `lossCalls` entry: read before the
+   * copy into the buffer, while a checkpoint's tensor still holds its host values (a read
+   * outside any step, which the WebGPU engine answers without reading the device).
+   */
+  override loadStateDict(state: StateDict, strict = true): { missing: string[]; unexpected: string[] } {
+    const saved = state['lossCalls']?.dataSync()[0];
+    const result = super.loadStateDict(state, strict);
+    if (saved !== undefined) this.calls = saved;
+    return result;
   }
 
   /**

@@ -192,7 +192,12 @@ const SPECS = {
       tf.tidy(() => {
         // scores# [V, B, K] (views, this rank's samples, prototypes) -> [V·B, K]; targets [H, B].
         const scores = numberedTensors(x, 'scores').map((s) => tf.reshape(s, [-1, s.shape[s.shape.length - 1]!]) as T2);
-        const targets = (x.targets as T2).arraySync().map((row) => Int32Array.from(row));
+        // The loss checks its targets on the device (NaN when out of range); a case file's are host data, checked here.
+        (x.targets as T2).arraySync().forEach((row, h) => {
+          const k = scores[h]?.shape[1] ?? 0;
+          if (row.some((c) => c < -1 || c >= k)) throw new RangeError(`deepClusterV2Loss: head ${h}: targets must be -1 or clusters in 0..${k - 1}`);
+        });
+        const targets = tf.unstack(tf.cast(x.targets!, 'int32')) as tf.Tensor1D[];
         return deepClusterV2Loss(scores, targets, { temperature: h(c, 'temperature') }, g);
       }),
   },

@@ -27,21 +27,26 @@ describe('deepClusterV2Loss', () => {
 
   it('is 0 with gradient 0 when no sample has a cluster (epoch 0)', () => {
     const s = tf.randomNormal([6, 4]) as tf.Tensor2D;
-    const { value, grads } = tf.valueAndGrads((x: tf.Tensor) => deepClusterV2Loss([x as tf.Tensor2D], [Int32Array.from([-1, -1, -1])], { temperature: 0.1 }))([
-      s,
-    ]);
+    const { value, grads } = tf.valueAndGrads((x: tf.Tensor) =>
+      deepClusterV2Loss([x as tf.Tensor2D], [tf.tensor1d([-1, -1, -1], 'int32')], { temperature: 0.1 }),
+    )([s]);
     assert.equal(value.dataSync()[0], 0);
     assert.ok(grads[0]!.dataSync().every((g) => g === 0));
     tf.dispose([s, value, ...grads]);
   });
 
-  it('refuses mismatched shapes, out-of-range targets and a non-positive temperature', () => {
-    const s = tf.zeros([4, 3]) as tf.Tensor2D;
-    assert.throws(() => deepClusterV2Loss([s], [Int32Array.from([0, 1, 2])], { temperature: 0.1 }), /head 0: scores \[4, 3\] must be \[V·B, K\]/);
-    assert.throws(() => deepClusterV2Loss([s], [Int32Array.from([0, 3])], { temperature: 0.1 }), /targets must be -1 or clusters in 0\.\.2/);
-    assert.throws(() => deepClusterV2Loss([s], [], { temperature: 0.1 }), /1 score matrices for 0 target arrays/);
-    assert.throws(() => deepClusterV2Loss([s], [Int32Array.from([0, 1])], { temperature: 0 }), /temperature/);
-    s.dispose();
+  it('refuses mismatched shapes, non-int32 targets and a non-positive temperature; NaN for out-of-range targets', () => {
+    tf.tidy(() => {
+      const s = tf.zeros([4, 3]) as tf.Tensor2D;
+      const t = (...values: number[]) => tf.tensor1d(values, 'int32');
+      assert.throws(() => deepClusterV2Loss([s], [t(0, 1, 2)], { temperature: 0.1 }), /head 0: scores \[4, 3\] must be \[V·B, K\]/);
+      assert.throws(() => deepClusterV2Loss([s], [tf.tensor1d([0, 1])], { temperature: 0.1 }), /int32 targets \[B\].*got float32 \[2\]/);
+      assert.throws(() => deepClusterV2Loss([s], [], { temperature: 0.1 }), /1 score matrices for 0 target arrays/);
+      assert.throws(() => deepClusterV2Loss([s], [t(0, 1)], { temperature: 0 }), /temperature/);
+      // Checked on the device (no read of the targets): the loss is NaN.
+      for (const bad of [t(0, 3), t(-2, 1)]) assert.ok(Number.isNaN(deepClusterV2Loss([s], [bad], { temperature: 0.1 }).dataSync()[0]), `${bad.dataSync()}`);
+      assert.ok(Number.isFinite(deepClusterV2Loss([s], [t(-1, 2)], { temperature: 0.1 }).dataSync()[0]));
+    });
   });
 });
 
