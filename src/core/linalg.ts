@@ -10,7 +10,7 @@
  *   matrix) rounded to float32, which throw on a matrix that is not positive definite or a
  *   zero pivot;
  * - on `webgpu`: WGSL programs in float32, one workgroup per matrix
- *   (src/core/kernels/webgpu/linalg.ts, `installWebGpuLinalgKernels`), which give NaN
+ *   (src/core/kernels/webgpu/linalg.ts, installed with the engine), which give NaN
  *   instead of throwing (telling would need a read of the device).
  *
  * The gradients are PyTorch's (`torch.linalg.cholesky`, `solve_triangular`), composed of

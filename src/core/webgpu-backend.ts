@@ -38,7 +38,7 @@ export function installDawnPumpCapture(): void {
   globalThis.setImmediate = Object.assign(wrapped, original) as typeof setImmediate;
 }
 
-function isNative(fn: Function): boolean {
+function isNative(fn: (...args: never[]) => unknown): boolean {
   return /\{\s*\[native code\]\s*\}$/.test(Function.prototype.toString.call(fn));
 }
 

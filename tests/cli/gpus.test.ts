@@ -2,7 +2,8 @@
  * `--gpus N` and `--backend webgpu` from the command line: the adapter each rank gets, and
  * the one-line errors where none fits. "No GPU" is made certain by pointing the Vulkan
  * loader at a driver manifest that does not exist; SwiftShader (tests/helpers/webgpu.ts)
- * stands for a machine whose only adapter is a software one.
+ * stands for a machine whose only adapter is a software one. `--gpus 2` training two ranks
+ * on it (--allow-software-adapter) is tests/distributed/webgpu-exactness.full.test.ts.
  */
 import assert from 'node:assert/strict';
 import { runCli, SMOKE_FLAGS } from '../helpers/run.js';
@@ -36,11 +37,6 @@ describe('cli: --gpus and the WebGPU engine', () => {
     const line = oneLineError(runCli([...SMOKE_FLAGS, '--gpus', '1', '--max-steps', '1'], 60_000, SWIFTSHADER));
     assert.match(line, /no GPU adapter: Dawn lists: SwiftShader Device \(Subzero\) \(vulkan, software\);/);
     assert.match(line, /software adapters are used only with --allow-software-adapter/);
-  });
-
-  it('--gpus 2 on one software adapter with --allow-software-adapter: refused until multi-rank WebGPU lands, exit 2', () => {
-    const line = oneLineError(runCli([...SMOKE_FLAGS, '--gpus', '2', '--allow-software-adapter', '--max-steps', '1'], 60_000, SWIFTSHADER));
-    assert.match(line, /--gpus 2: 2 ranks on the WebGPU engine are not supported yet .*use --gpus 1, or --devices 2 on CPU$/);
   });
 
   it('--backend tensorflow --gpus 1 without tfjs-node-gpu: one line, exit 2', () => {

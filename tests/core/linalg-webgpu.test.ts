@@ -6,7 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { initEngine } from '../../src/core/engine.js';
-import { installWebGpuLinalgKernels } from '../../src/core/kernels/webgpu/linalg.js';
 import { cholesky, solveLowerTriangular } from '../../src/core/linalg.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
@@ -55,7 +54,6 @@ describe('core/linalg on the WebGPU engine (SwiftShader)', function () {
   this.timeout(120_000);
   before(async () => {
     await useWebGpu();
-    installWebGpuLinalgKernels();
   });
   after(async () => {
     await useCpu();

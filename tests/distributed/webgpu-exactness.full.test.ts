@@ -32,14 +32,21 @@ describe('every method on the WebGPU engine: 2 ranks equal one process (ssl-trai
     const entries: Record<string, string[]> = {};
     for (const method of BUILT_IN_METHODS) entries[method] = [...verifyArgv(method, firstRow(method)), ...ENGINE];
     entries.control = [...verifyArgv(CONTROL.method, { ...CONTROL.row, devices: 2 }), ...ENGINE];
+    // `--gpus 2` rather than `--devices 2`: each rank takes its adapter, here both the one
+    // software adapter (shared, as --allow-software-adapter allows).
+    entries.gpus = [...verifyArgv('byol', { ...firstRow('byol') }), '--gpus', '2', '--allow-software-adapter'];
     const started = Date.now();
     runs = await runCliBatch(2, entries, 2_200_000);
     console.log(`      ${runs.size} verify runs on 2 WebGPU ranks: ${((Date.now() - started) / 1000).toFixed(0)} s`);
   });
 
-  for (const method of [...BUILT_IN_METHODS, 'control']) {
+  for (const method of [...BUILT_IN_METHODS, 'control', 'gpus']) {
     const control = method === 'control';
-    it(control ? `negative control: ${CONTROL.row.claim}: fails` : `${method}: ${firstRow(method).claim}: passes`, () => {
+    const title = {
+      control: `negative control: ${CONTROL.row.claim}: fails`,
+      gpus: 'byol with --gpus 2 --allow-software-adapter (2 ranks on one software adapter): passes',
+    };
+    it(title[method as keyof typeof title] ?? `${method}: ${firstRow(method).claim}: passes`, () => {
       const run = runs.get(method);
       assert.ok(run, `${method} was not run`);
       const output = `${run.stdout}\n${run.stderr.join('\n')}`;

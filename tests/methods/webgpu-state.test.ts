@@ -12,7 +12,6 @@
 import assert from 'node:assert/strict';
 import { createBackbone } from '../../src/backbones/index.js';
 import { initEngine } from '../../src/core/engine.js';
-import { installWebGpuLinalgKernels } from '../../src/core/kernels/webgpu/linalg.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { maeLoss } from '../../src/losses/mae.js';
@@ -154,7 +153,6 @@ describe('method state on the WebGPU engine (SwiftShader): equal to the cpu-js e
   this.timeout(120_000);
   before(async () => {
     await useWebGpu();
-    installWebGpuLinalgKernels();
   });
   after(async () => {
     await useCpu();

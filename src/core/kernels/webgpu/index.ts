@@ -1,11 +1,12 @@
 /**
  * ssl-zoo's kernels for tfjs's `webgpu` backend (the sibling of the native cpu kernels):
- * the fused training batch norm in WGSL, and tfjs's matmul with its split-K bug corrected
+ * the fused training batch norm and the Cholesky factor / triangular solve in WGSL, and tfjs's matmul with its split-K bug corrected
  * (see ./matmul.ts). Each is tested against the pure-JS reference in tests/kernels/webgpu-*.
  */
 import { registerBatchNormGradient } from '../batch-norm.js';
 import { tf } from '../../tf.js';
 import { batchNormWebGpuKernels } from './batch-norm.js';
+import { linalgWebGpuKernels } from './linalg.js';
 import { matMulWebGpuKernels } from './matmul.js';
 
 /**
@@ -14,7 +15,7 @@ import { matMulWebGpuKernels } from './matmul.js';
  * a previous install): idempotent. Call after the backend is ready.
  */
 export function installWebGpuKernels(): void {
-  for (const config of [...batchNormWebGpuKernels, ...matMulWebGpuKernels()]) {
+  for (const config of [...batchNormWebGpuKernels, ...matMulWebGpuKernels(), ...linalgWebGpuKernels]) {
     if (tf.getKernel(config.kernelName, 'webgpu') != null) tf.unregisterKernel(config.kernelName, 'webgpu');
     tf.registerKernel(config);
   }

@@ -144,13 +144,8 @@ const solveKernel: tf.KernelFunc = ({ inputs, backend, attrs }) => {
   return (backend as unknown as WebGPUBackend).runWebGPUProgram(program, [l, b], 'float32');
 };
 
-/**
- * Registers the linear-algebra kernels for the `webgpu` backend (once per process; call it
- * after the backend is registered, before the first Cholesky or solve on it).
- */
-export function installWebGpuLinalgKernels(): void {
-  if (tf.getKernel(CHOLESKY, 'webgpu') == null) tf.registerKernel({ kernelName: CHOLESKY, backendName: 'webgpu', kernelFunc: choleskyKernel });
-  if (tf.getKernel(SOLVE_LOWER_TRIANGULAR, 'webgpu') == null) {
-    tf.registerKernel({ kernelName: SOLVE_LOWER_TRIANGULAR, backendName: 'webgpu', kernelFunc: solveKernel });
-  }
-}
+/** The WGSL Cholesky and triangular solve, for `webgpu` (installed by installWebGpuKernels). */
+export const linalgWebGpuKernels: tf.KernelConfig[] = [
+  { kernelName: CHOLESKY, backendName: 'webgpu', kernelFunc: choleskyKernel },
+  { kernelName: SOLVE_LOWER_TRIANGULAR, backendName: 'webgpu', kernelFunc: solveKernel },
+];
