@@ -79,32 +79,50 @@ export class DdpStrategy implements Strategy {
     }
   }
 
-  reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Record<string, Tensor> {
+  /**
+   * Each bucket is concatenated on the device (`[bucket size]`, plus the "has a gradient"
+   * flags in the last), and all buckets' asynchronous reads are queued at once; each bucket
+   * is all-reduced as soon as its read completes, while the device copies the next ones, and
+   * uploaded. (tfjs's backward pass is one synchronous call, so the reads cannot start before
+   * it ends: they overlap one another and the all-reduces, not the backward pass.)
+   */
+  async reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Promise<Record<string, Tensor>> {
     const sizes = variables.map((v) => v.size);
     const buckets = this.buckets(sizes);
     const hasGradient = new Float32Array(variables.length);
     variables.forEach((v, i) => (hasGradient[i] = grads[(v as tf.Variable).name] ? 1 : 0));
-    const reduced: Record<string, Tensor> = {};
-    const flats = buckets.map((bucket, b) => {
-      const isLast = b === buckets.length - 1;
-      const flat = new Float32Array(bucket.size + (isLast ? variables.length : 0));
-      for (const { index, offset } of bucket.members) {
-        const g = grads[(variables[index] as tf.Variable).name];
-        if (g) flat.set(g.dataSync(), offset);
+    const onDevice = buckets.map((bucket, b) =>
+      tf.tidy(() => {
+        const parts = bucket.members.map(({ index }) => {
+          const g = grads[(variables[index] as tf.Variable).name];
+          return g ? tf.reshape(g, [-1]) : tf.zeros([sizes[index]!]);
+        });
+        if (b === buckets.length - 1) parts.push(tf.tensor1d(hasGradient));
+        return parts.length === 1 ? tf.clone(parts[0]!) : tf.concat(parts);
+      }),
+    );
+    const reads = onDevice.map((t) => t.data() as Promise<Float32Array>);
+    const flats: Float32Array[] = [];
+    try {
+      for (const read of reads) {
+        // A copy: the read may alias the tensor's own storage (the CPU engines).
+        const flat = Float32Array.from(await read);
+        // The flags are averaged too: zero exactly when no rank had a gradient.
+        this.group.allReduce(flat, 'avg');
+        this.stats.gradientAllReduces++;
+        flats.push(flat);
       }
-      if (isLast) flat.set(hasGradient, bucket.size);
-      // The flags are averaged too: zero exactly when no rank had a gradient.
-      this.group.allReduce(flat, 'avg');
-      this.stats.gradientAllReduces++;
-      return flat;
-    });
-    const lastFlat = flats[flats.length - 1];
-    const lastBucket = buckets[buckets.length - 1];
+    } finally {
+      tf.dispose(onDevice);
+    }
+    const reduced: Record<string, Tensor> = {};
+    const lastFlat = flats[flats.length - 1]!;
+    const lastBucket = buckets[buckets.length - 1]!;
     buckets.forEach((bucket, b) => {
       for (const { index, offset } of bucket.members) {
         const v = variables[index] as tf.Variable;
         if (lastFlat[lastBucket.size + index] === 0) continue; // no rank had a gradient
-        reduced[v.name] = tf.tensor(flats[b].subarray(offset, offset + v.size), v.shape, 'float32');
+        reduced[v.name] = tf.tensor(flats[b]!.subarray(offset, offset + v.size), v.shape, 'float32');
       }
     });
     return reduced;

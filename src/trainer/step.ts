@@ -107,7 +107,7 @@ export async function applyStep(acc: Accumulated, options: ApplyStepOptions): Pr
   let applied: Record<string, Tensor> = {};
   let done = false;
   try {
-    reduced = strategy.reduceGradients(local, variables);
+    reduced = await strategy.reduceGradients(local, variables);
     const gradientNames = floatNames(reduced, variables);
     const metricTensors = Object.values(metrics);
     const flags = await nonFiniteFlags([...metricTensors, ...gradientNames.map((n) => reduced[n])]);

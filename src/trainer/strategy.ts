@@ -42,8 +42,9 @@ export interface Strategy {
   /**
    * Turns each rank's gradients (keyed by variable name, for `variables`) into the
    * gradients every rank applies; returns new tensors and disposes the inputs it replaces.
+   * May be asynchronous (DDP reads gradient buckets back from a GPU without blocking).
    */
-  reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Record<string, Tensor>;
+  reduceGradients(grads: Record<string, Tensor>, variables: readonly Tensor[]): Record<string, Tensor> | Promise<Record<string, Tensor>>;
   /**
    * Averages scalar metrics over ranks (for logging). Every rank must get the same result:
    * the trainer's non-finite check reads it, so that all ranks stop at the same step.

@@ -106,7 +106,7 @@ describe('strategies, loggers and callbacks come from the container', function (
     checkStrategyName('counting', scope);
   });
 
-  it('ddp is injected the PROCESS_GROUP and DDP_OPTIONS registered in the container it is resolved from', () => {
+  it('ddp is injected the PROCESS_GROUP and DDP_OPTIONS registered in the container it is resolved from', async () => {
     const group = new CountingGroup();
     const scope = container.createChildContainer();
     scope.registerInstance(PROCESS_GROUP, group);
@@ -117,7 +117,7 @@ describe('strategies, loggers and callbacks come from the container', function (
     assert.equal(ddp.group, group);
     const variables = [tf.variable(tf.ones([1]), true, 'container-test-a'), tf.variable(tf.ones([1]), true, 'container-test-b')];
     const grads = { 'container-test-a': tf.ones([1]), 'container-test-b': tf.ones([1]) };
-    const reduced = ddp.reduceGradients(grads, variables);
+    const reduced = await ddp.reduceGradients(grads, variables);
     assert.equal(group.allReduces, 2);
     assert.equal(ddp.stats.gradientAllReduces, 2);
     tf.dispose([...variables, ...Object.values(grads), ...Object.values(reduced)]);
