@@ -229,7 +229,8 @@ export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
   // Everything stays on the device: no forwarding of small ops to the CPU backend (which
   // would read tensors back synchronously, and compute elsewhere than the engine asked for).
   tf.env().set('WEBGPU_CPU_FORWARD', false);
-  tf.removeBackend('webgpu');
+  // Importing tfjs's WebGPU package registers a factory only where navigator.gpu existed.
+  if (tf.findBackendFactory('webgpu')) tf.removeBackend('webgpu');
   tf.registerBackend(
     'webgpu',
     () => {
