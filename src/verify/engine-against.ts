@@ -84,7 +84,7 @@ export interface EngineCheckResult {
   steps: EngineCheckStep[];
   /** Every tensor at every step, largest value / bound first. */
   tensors: TensorDifference[];
-  /** The engine under test's error, when it could not run a step (no step is compared then). */
+  /** The engine under test's error, when it could not run (`step k of n: message (ssl-zoo's frame)`); no step is compared then. */
   error?: string;
   /** Largest difference-to-bound ratio over all steps and kinds (passes at <= 1). */
   worst: number;
@@ -118,6 +118,17 @@ interface RunPlan {
   perEpoch: number;
 }
 
+/** A step of a run that threw: which one, and why. */
+class StepFailure extends Error {
+  constructor(
+    readonly step: number,
+    readonly of: number,
+    readonly error: unknown,
+  ) {
+    super(`step ${step} of ${of}: ${describeError(error)}`);
+  }
+}
+
 /**
  * Runs `plan`'s steps on the current engine with a fresh method (twin `twin` of
  * {@link ROUNDOFF_TWINS} when given: its state moved by one ulp, its batches reordered and
@@ -137,11 +148,15 @@ async function recordRun(plan: RunPlan, twin?: number): Promise<RecordedRun> {
     const steps: RecordedStep[] = [];
     for (const [s, batches] of plan.batches.entries()) {
       const at = stepStart(s, plan.accumulate, plan.perEpoch, totalSteps);
-      const out =
-        twin === undefined
-          ? await step(run, batches, at)
-          : await twinStep(run, method, batches, at, (j) => twinKey(s, twin, j, ROUNDOFF_TWINS, plan.accumulate));
-      steps.push({ ...out, ...(await split()) });
+      try {
+        const out =
+          twin === undefined
+            ? await step(run, batches, at)
+            : await twinStep(run, method, batches, at, (j) => twinKey(s, twin, j, ROUNDOFF_TWINS, plan.accumulate));
+        steps.push({ ...out, ...(await split()) });
+      } catch (error) {
+        throw new StepFailure(s + 1, totalSteps, error);
+      }
     }
     return { start, steps };
   } finally {
@@ -275,7 +290,15 @@ export async function runEngineAgainst(config: TrainConfig, options: EngineCheck
   try {
     tested = await recordRun(plan);
   } catch (error) {
-    return { ...base, initialMismatch: [], steps: [], tensors: [], error: describeError(error), worst: Infinity, passed: false };
+    return {
+      ...base,
+      initialMismatch: [],
+      steps: [],
+      tensors: [],
+      error: error instanceof StepFailure ? error.message : describeError(error),
+      worst: Infinity,
+      passed: false,
+    };
   }
   const initialMismatch = [...mismatches(tested.start.rest, referenceRun.start.rest), ...mismatches(tested.start.queues, referenceRun.start.queues)];
   const { steps: compared, tensors } = compareRuns(referenceRun, twins, tested, options);
@@ -297,7 +320,7 @@ export function formatEngineResult(result: EngineCheckResult, method: string): s
     `relative difference / its bound (${result.roundoffFactor} x the float32 round-off of ${ROUNDOFF_TWINS} twins on ${result.against}, at least ${e(result.tolerance)}); gradients and state in norm over all tensors`,
   ];
   if (result.error !== undefined) {
-    lines.push(`FAILED: the ${result.engine} engine could not run the steps: ${result.error}`);
+    lines.push(`FAILED: the ${result.engine} engine could not run ${result.error}`);
     return lines.join('\n');
   }
   if (result.initialMismatch.length > 0) {
