@@ -120,13 +120,9 @@ interface RunPlan {
   perEpoch: number;
 }
 
-/** A step of a run that threw: which one, and why. */
+/** A step of a run that threw: its message says which one, and why. */
 class StepFailure extends Error {
-  constructor(
-    readonly step: number,
-    readonly of: number,
-    readonly error: unknown,
-  ) {
+  constructor(step: number, of: number, error: unknown) {
     super(`step ${step} of ${of}: ${describeError(error)}`);
   }
 }

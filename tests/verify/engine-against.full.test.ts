@@ -3,7 +3,8 @@
  * registry (the WebGPU engine on SwiftShader here, tests/helpers/webgpu.ts), on small shapes
  * (mlp on 16x16 synthetic images, or vit_tiny for MAE; batch 8; 2 steps; small heads; queues
  * of 16 rows), each in its own process: the same initial state, and every step's loss,
- * gradients, parameters, buffers and queues within the round-off bound of verify.
+ * gradients, parameters, buffers and queues within the round-off bound of verify. And plain
+ * `verify --backend webgpu` (one rank against the one-process reference, both on webgpu).
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
@@ -12,10 +13,12 @@ import { CLI, SMALL_PROJECTOR } from '../helpers/run.js';
 import { webgpuEnv } from '../helpers/webgpu.js';
 
 const ARG = (...pairs: string[]) => pairs.flatMap((p) => ['--method-arg', p]);
-const BASE = [
-  ...['verify', '--backend', 'webgpu', '--engine-against', 'cpu', '--steps', '2', '--backbone', 'mlp', '--dataset', 'synthetic'],
-  ...['--image-size', '16', '--synthetic-size', '32', '--batch-size', '8', '--workers', '0', '--val-every', '0'],
+/** Small shapes: mlp on 16x16 synthetic images, batch 8, 2 steps. */
+const SMALL = [
+  ...['--steps', '2', '--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '32'],
+  ...['--batch-size', '8', '--workers', '0', '--val-every', '0'],
 ];
+const BASE = ['verify', '--backend', 'webgpu', '--engine-against', 'cpu', ...SMALL];
 const HEADS = [...SMALL_PROJECTOR, ...ARG('predHiddenDim=32')];
 const QUEUED = [...HEADS, ...ARG('queueSize=16')];
 /** The two global crops alone (the mlp takes one input size). */
@@ -48,6 +51,15 @@ describe('verify --engine-against: every method on webgpu against cpu (small sha
       Object.keys(ARGS).filter((m) => !methodNames().includes(m)),
       [],
     );
+  });
+
+  it('verify --backend webgpu with one rank (simclr, 2 steps): the one-rank run equals the one-process reference on webgpu', () => {
+    const args = ['verify', '--backend', 'webgpu', ...SMALL, '--method', 'simclr', ...SMALL_PROJECTOR];
+    const run = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 540_000, env: { ...webgpuEnv(), FORCE_COLOR: '0' } });
+    const output = `exit ${run.status ?? run.signal}\n${run.stdout}${run.stderr}`;
+    assert.match(run.stdout, /^verify simclr: 1 rank\(s\) vs one process on the same global batch$/m, output);
+    assert.match(run.stdout, /^PASSED: the worst difference is [0-9.]+ of its bound$/m, output);
+    assert.equal(run.status, 0, output);
   });
 
   for (const method of methodNames()) {
