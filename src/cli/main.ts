@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
 import { container } from 'tsyringe';
-import { TrainingFailure, UserError } from '../core/errors.js';
+import { invalidValue, TrainingFailure, UserError } from '../core/errors.js';
+import type { BackendChoice } from '../core/engine.js';
 import type { ArgValue } from '../methods/args.js';
 import { describeMethods } from '../methods/registry.js';
 import { existsSync } from 'node:fs';
@@ -21,6 +22,7 @@ import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
 import { engineRequest, preflightDistributed, runTraining } from '../experiment/train.js';
 import { checkStrategyName } from '../trainer/strategy.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
+import { formatEngineResult, runEngineAgainst } from '../verify/engine-against.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';
 import { evaluationCommands } from './evaluate.js';
@@ -76,6 +78,19 @@ function launch(config: TrainConfig, nprocs: number, splitsBatch = true): Promis
   });
 }
 
+/** The reference engine of `verify --engine-against`, refused with the options that ask for another check. */
+function engineAgainstOption(opts: Record<string, unknown>, config: TrainConfig): BackendChoice {
+  const against = opts.engineAgainst;
+  if (against !== 'cpu' && against !== 'cpu-js') throw invalidValue('--engine-against', against, 'cpu | cpu-js');
+  for (const flag of ['case', 'dump'] as const) {
+    if (opts[flag] !== undefined) throw new UserError(`--${flag}: not used with --engine-against (it compares two engines in one process)`);
+  }
+  if (config.gpus !== undefined || config.devices * config.numNodes > 1) {
+    throw new UserError('--engine-against: compares two engines in one process; use it without --gpus, --devices or --num-nodes');
+  }
+  return against;
+}
+
 /** The `ssl-train` program (also used in-process by the CLI tests). */
 export function buildProgram(): Command {
   const program = new Command('ssl-train')
@@ -111,6 +126,10 @@ export function buildProgram(): Command {
     .option(
       '--case <file>',
       'check the loss functions against reference cases instead: an ssl-loss-oracle/2 JSON file (or /1), or a directory of them (docs/loss-case.md)',
+    )
+    .option(
+      '--engine-against <engine>',
+      'check the engine --backend selects against a reference engine instead (cpu or cpu-js): the same steps in one process on both, within the measured round-off',
     );
   addTrainOptions(verify).action(async (opts: Record<string, unknown>, command: Command) => {
     const config = resolveTrainConfig(command);
@@ -123,6 +142,12 @@ export function buildProgram(): Command {
     const roundoffFactor = opts.roundoffFactor as number;
     if (typeof roundoffFactor !== 'number' || !(roundoffFactor >= 0))
       throw new UserError(`--roundoff-factor: ${JSON.stringify(roundoffFactor)} is not allowed; expected a number >= 0`);
+    if (opts.engineAgainst !== undefined) {
+      const result = await runEngineAgainst(config, { steps, tolerance, roundoffFactor, against: engineAgainstOption(opts, config) });
+      process.stdout.write(`${formatEngineResult(result, config.method)}\n`);
+      if (!result.passed) process.exitCode = 1;
+      return;
+    }
     const worker = workerEnv();
     const nprocs = config.gpus ?? config.devices;
     if (!worker && nprocs * config.numNodes > 1) {

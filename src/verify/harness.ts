@@ -1,5 +1,4 @@
 import { initEngine } from '../core/engine.js';
-import { tf, type Tensor, type Variable } from '../core/tf.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
 import { RandomSampler } from '../data/sampler.js';
 import { DdpStrategy } from '../distributed/ddp.js';
@@ -10,15 +9,26 @@ import { SingleProcessGroup, type ProcessGroup } from '../core/process-group.js'
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
 import { setGradCheckpointing } from '../core/transformer.js';
-import type { Progress, TrainerOptimizer } from '../trainer/interfaces.js';
-import { readMetrics, StepSequence } from '../trainer/step.js';
-import { SingleDeviceStrategy, type Strategy } from '../trainer/strategy.js';
+import { SingleDeviceStrategy } from '../trainer/strategy.js';
 import { invalidValue } from '../core/errors.js';
 import type { TrainConfig } from '../experiment/config.js';
 import { prepareExperiment } from '../experiment/experiment.js';
 import { checkGradCache, engineRequest, localBatchSize } from '../experiment/train.js';
-import { gradientDifference, permuteRows, perturbByOneUlp, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
-import { Rng } from '../core/random.js';
+import { boundRatio, gradientDifference, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
+import {
+  perturbState,
+  splitQueues,
+  stateArrays,
+  step,
+  stepBatches,
+  stepStart,
+  taskRun,
+  twinKey,
+  twinStep,
+  type StateArrays,
+  type StepResult,
+  type TaskRun,
+} from './steps.js';
 import { writeNpy } from '../core/npy.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -82,123 +92,26 @@ async function processGroup(worker: WorkerEnv | undefined, timeoutMs: number): P
   return createProcessGroup({ rank: worker.rank, worldSize: worker.worldSize, rendezvous: worker.rendezvous, timeoutMs });
 }
 
-interface StepResult {
-  /** The loss: mean over the step's micro-batches and over ranks. */
-  loss: number;
-  /** The gradients the optimizer applied, by parameter name. */
-  grads: Record<string, Float32Array>;
-}
-
-/** A run of `task` as the trainer drives it: its optimizer, schedule and step sequence. */
-interface TaskRun {
-  task: SslTask;
-  optimizer: TrainerOptimizer;
-  steps: StepSequence<MultiViewBatch>;
-}
-
-/** The optimizer, scheduler and {@link StepSequence} of `task` (set up already) under `strategy`, for `schedule`. */
-function taskRun(task: SslTask, strategy: Strategy, schedule: { totalSteps: number; stepsPerEpoch: number }): TaskRun {
-  const { optimizer, scheduler } = task.configureOptimizers(schedule);
-  return { task, optimizer, steps: new StepSequence({ module: task, strategy, optimizer, scheduler, variables: task.method.trainableParameters() }) };
-}
-
-/**
- * One optimizer step of `run` through the trainer's step sequence (src/trainer/step.ts): the
- * hooks, the gradients of `batches` (the step's micro-batches; the gradient cache when the task
- * has one) summed on this rank, the scheduler's lr, one sync, the task's adjustment, the
- * update. `progress` is the step's start (its `step` counts the steps before it). Returns the
- * loss (mean over micro-batches and ranks) and the gradients the optimizer applied, by
- * parameter name.
- */
-async function step(run: TaskRun, batches: MultiViewBatch[], progress: Progress): Promise<StepResult> {
-  const names = new Map(run.task.method.namedParameters().map(([name, v]) => [v.name, name]));
-  const grads: Record<string, Float32Array> = {};
-  const inspect = (applied: Record<string, Tensor>) => {
-    for (const [id, g] of Object.entries(applied)) {
-      const name = names.get(id);
-      if (name) grads[name] = Float32Array.from(g.dataSync() as Float32Array);
-    }
-  };
-  const at = { ...progress };
-  for (const batch of batches) run.steps.addBatch(batch, at);
-  const { metrics } = await run.steps.finishStep(at, { inspect });
-  const [{ reduced }] = await readMetrics([metrics], run.steps.context.strategy);
-  tf.dispose(Object.values(metrics.tensors));
-  return { loss: reduced.loss, grads };
-}
-
-type StateArrays = Record<string, Float32Array | Int32Array>;
-
-function stateArrays(method: BaseMethod): StateArrays {
-  return Object.fromEntries(Object.entries(method.stateDict()).map(([name, t]) => [name, t.dataSync() as Float32Array | Int32Array]));
-}
-
-/**
- * `state` split into the queues' entries (names under one of `method`'s queues or other memory
- * modules: banks, prototypes, assignments) and the rest (parameters and other buffers): a
- * queue's rows move by O(1) when written, which would drown the parameters' differences if
- * both were measured in one norm.
- */
-function splitQueues(method: BaseMethod, state: StateArrays): { queues: StateArrays; rest: StateArrays } {
-  const prefixes = method.memoryModules().map(([name]) => `${name}.`);
-  const queues: StateArrays = {};
-  const rest: StateArrays = {};
-  for (const [name, values] of Object.entries(state)) (prefixes.some((p) => name.startsWith(p)) ? queues : rest)[name] = values;
-  return { queues, rest };
-}
-
-function firstBatch(loader: MultiViewLoader, epoch: number, index: number): Promise<MultiViewBatch> {
-  return (async () => {
-    for await (const b of loader.batches(epoch, index)) return b;
-    throw new Error(`no batch ${index} in epoch ${epoch}`);
-  })();
-}
-
-/**
- * A round-off twin's input: `batch` with its samples in an order keyed by `key` (sample i of
- * the twin's batch is sample `order[i]` of `batch`) and every value moved by one ulp.
- */
-function twinBatch(batch: MultiViewBatch, key: number): { batch: MultiViewBatch; order: Int32Array } {
-  const order = Rng.keyed(key).permutation(batch.labels.length);
-  const permute = <T extends Float32Array | Int32Array>(values: T) => permuteRows(values, order);
-  return {
-    batch: {
-      ...batch,
-      views: batch.views.map((v, i) => perturbByOneUlp(permute(v), key * 16 + i)),
-      labels: permute(batch.labels),
-      indices: permute(batch.indices),
-    },
-    order,
-  };
-}
-
-/** Moves every float32 parameter and buffer of `method` by one ulp (a round-off twin's start). */
-function perturbState(method: BaseMethod, key: number): void {
-  tf.tidy(() => {
-    Object.values(method.stateDict()).forEach((v, i) => {
-      if (v.dtype === 'float32') (v as Variable).assign(tf.tensor(perturbByOneUlp(v.dataSync() as Float32Array, key * 4096 + i), v.shape));
-    });
-  });
-}
-
 /** A one-process run on the global batch: the reference, or a round-off twin. */
 interface OneProcessRun extends TaskRun {
   method: BaseMethod;
 }
 
 /**
- * `ssl-train verify`: trains `steps` optimizer steps with W ranks (DDP, this process is one
- * of them) and, on rank 0, with one process on the same global batches, and compares the
- * loss, the gradients the optimizer applies, and the parameters and buffers after each step.
- * Rank 0 also runs {@link ROUNDOFF_TWINS} one-process twins on the same batches in another
- * sample order, to measure how far two correct float32 runs of this model drift apart; each
- * W-rank difference must stay within `roundoffFactor` times the largest twin difference of
- * its kind and step, or within `tolerance` (src/verify/roundoff.ts explains why). Every run
- * steps through the trainer's step sequence (src/trainer/step.ts: hooks, scheduler, sync,
- * adjustment, update) with the method's schedule spanning the `steps` compared and no warmup:
- * the full learning rate at the first step, so parameter differences show, then its cosine
- * decay (and a `weightDecayEnd` schedule) as the trainer applies it. Rank 0 returns the
- * result; other ranks return undefined.
+ * `ssl-train verify`: trains `steps` optimizer steps with W ranks (this process is one of
+ * them; the strategy `--strategy auto` selects: DDP over several ranks, the single-device
+ * strategy over one) and, on rank 0, with one process on the same global batches, and
+ * compares the loss, the gradients the optimizer applies, and the parameters and buffers
+ * after each step. Rank 0 also runs {@link ROUNDOFF_TWINS} one-process twins on the same
+ * batches in another sample order, to measure how far two correct float32 runs of this model
+ * drift apart; each W-rank difference must stay within `roundoffFactor` times the largest
+ * twin difference of its kind and step, or within `tolerance` (src/verify/roundoff.ts
+ * explains why). Every run steps through the trainer's step sequence (src/trainer/step.ts:
+ * hooks, scheduler, sync, adjustment, update) with the method's schedule spanning the `steps`
+ * compared and no warmup: the full learning rate at the first step, so parameter differences
+ * show, then its cosine decay (and a `weightDecayEnd` schedule) as the trainer applies it.
+ * Every result is read back asynchronously, so it runs on every engine (`--backend webgpu`
+ * with one rank). Rank 0 returns the result; other ranks return undefined.
  */
 export async function runVerify(config: TrainConfig, options: VerifyOptions, worker?: WorkerEnv): Promise<VerifyResult | undefined> {
   const { steps, tolerance, roundoffFactor } = options;
@@ -208,14 +121,14 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   await initEngineFor(config, worker);
   const experiment = prepareExperiment(config);
   const group = await processGroup(worker, verifyTimeoutMs(config.timeout));
-  const strategy = new DdpStrategy(group, { bucketCapMb: config.bucketCapMb, syncBatchNorm: config.syncBatchnorm });
   const worldSize = group.worldSize;
+  const single = new SingleDeviceStrategy();
+  const strategy = worldSize > 1 ? new DdpStrategy(group, { bucketCapMb: config.bucketCapMb, syncBatchNorm: config.syncBatchnorm }) : single;
   const localBatch = localBatchSize(config, worldSize, experiment.train.length);
   const optim = { ...experiment.optim, warmupEpochs: 0, globalBatch: config.batchSize };
   const schedule = { totalSteps: steps, stepsPerEpoch: steps };
   const loaderFor = (batchSize: number, sampler: MultiViewLoader['sampler']) =>
     new MultiViewLoader({ dataset: experiment.train, views: experiment.views, batchSize, sampler, seed: config.seed, dropLast: true, workers: 0 });
-  const single = new SingleDeviceStrategy();
   // The one-process runs take the whole global batch, W times a rank's: their transformer blocks
   // recompute activations in the backward pass (same gradients, bit for bit: core/checkpoint.ts),
   // so that rank 0 does not hold a global batch's activations beside the other ranks' local ones.
@@ -237,50 +150,28 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
 
   const reference = group.rank === 0 ? oneProcessRun() : undefined;
   const twins = reference ? Array.from({ length: ROUNDOFF_TWINS }, oneProcessRun) : [];
-  twins.forEach((twin, t) => perturbState(twin.method, t + 1));
   const referenceLoader = reference ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
   const perEpoch = ddpLoader.numBatches();
   const accumulate = config.accumulateGradBatches;
-  /** The micro-batches of optimizer step `s` (0-based) from `loader`. */
-  const stepBatches = async (loader: MultiViewLoader, s: number): Promise<MultiViewBatch[]> => {
-    const out: MultiViewBatch[] = [];
-    for (let j = 0; j < accumulate; j++) {
-      const b = s * accumulate + j;
-      out.push(await firstBatch(loader, Math.floor(b / perEpoch), b % perEpoch));
-    }
-    return out;
-  };
   const results: VerifyStep[] = [];
-  const initialState = reference ? stateArrays(reference.method) : {};
-  // The one-process and W-rank states before the current step (each step's result is the next one's start).
-  let before = { one: initialState, ranks: reference ? stateArrays(distributed) : {} };
   try {
+    for (const [t, twin] of twins.entries()) await perturbState(twin.method, t + 1);
+    const initialState = reference ? await stateArrays(reference.method) : {};
+    // The one-process and W-rank states before the current step (each step's result is the next one's start).
+    let before = { one: initialState, ranks: reference ? await stateArrays(distributed) : {} };
     for (let s = 0; s < steps; s++) {
-      const epoch = Math.floor((s * accumulate) / perEpoch);
-      const atStart = { epoch, step: s, batchInEpoch: s * accumulate - epoch * perEpoch, totalSteps: steps };
-      const ddpOut = await step(ddpRun, await stepBatches(ddpLoader, s), atStart);
+      const atStart = stepStart(s, accumulate, perEpoch, steps);
+      const ddpOut = await step(ddpRun, await stepBatches(ddpLoader, s, accumulate, perEpoch), atStart);
       if (!reference || !referenceLoader) continue;
-      const batches = await stepBatches(referenceLoader, s);
-      const run = async (r: OneProcessRun, b: MultiViewBatch[], orders?: Int32Array[]) => {
-        if (orders) r.method.presentSampleOrders(orders);
-        const out = await step(r, b, atStart);
-        // A twin's queues got its samples in its order: put them in the reference's.
-        if (orders) for (const [, queue] of r.method.queues()) queue.reorderLastWrites(orders);
-        return { ...out, state: stateArrays(r.method) };
-      };
-      const refOut = await run(reference, batches);
-      const twinOuts: Array<typeof refOut> = [];
+      const batches = await stepBatches(referenceLoader, s, accumulate, perEpoch);
+      const withState = async (r: OneProcessRun, out: StepResult) => ({ ...out, state: await stateArrays(r.method) });
+      const refOut = await withState(reference, await step(reference, batches, atStart));
+      const twinOuts: Array<Awaited<ReturnType<typeof withState>>> = [];
       for (const [t, twin] of twins.entries()) {
-        const inputs = batches.map((b, j) => twinBatch(b, ((s + 1) * ROUNDOFF_TWINS + t) * accumulate + j));
-        twinOuts.push(
-          await run(
-            twin,
-            inputs.map((i) => i.batch),
-            inputs.map((i) => i.order),
-          ),
-        );
+        const key = (j: number) => twinKey(s, t, j, ROUNDOFF_TWINS, accumulate);
+        twinOuts.push(await withState(twin, await twinStep(twin, twin.method, batches, atStart, key)));
       }
-      const ranksAfter = stateArrays(distributed);
+      const ranksAfter = await stateArrays(distributed);
       if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
       const split = (state: StateArrays) => splitQueues(reference.method, state);
@@ -320,14 +211,13 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
     group.close();
   }
   if (!reference) return undefined;
-  const ratio = (d: number, b: number) => (Number.isNaN(d) ? Infinity : d / b);
   const worst = Math.max(
     ...results.map((r) =>
       Math.max(
-        ratio(r.loss, r.lossBound),
-        ratio(r.gradients, r.gradientsBound),
-        ratio(r.parameters, r.parametersBound),
-        r.queues ? ratio(r.queues.value, r.queues.bound) : 0,
+        boundRatio(r.loss, r.lossBound),
+        boundRatio(r.gradients, r.gradientsBound),
+        boundRatio(r.parameters, r.parametersBound),
+        r.queues ? boundRatio(r.queues.value, r.queues.bound) : 0,
       ),
     ),
   );

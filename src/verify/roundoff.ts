@@ -154,3 +154,8 @@ export function scalarDifference(a: number, reference: number): number {
 export function roundoffBound(roundoff: number, factor: number, tolerance: number): number {
   return Math.max(tolerance, factor * roundoff);
 }
+
+/** How far `difference` is into its `bound` (passes at <= 1); a NaN difference is infinitely far. */
+export function boundRatio(difference: number, bound: number): number {
+  return Number.isNaN(difference) ? Infinity : difference / bound;
+}

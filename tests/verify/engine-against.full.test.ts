@@ -1,0 +1,75 @@
+/**
+ * Slow tier: `ssl-train verify --backend webgpu --engine-against cpu` for every method of the
+ * registry (the WebGPU engine on SwiftShader here, tests/helpers/webgpu.ts), on small shapes
+ * (mlp on 16x16 synthetic images, or vit_tiny for MAE; batch 8; 2 steps; small heads; queues
+ * of 16 rows), each in its own process: the same initial state, and every step's loss,
+ * gradients, parameters, buffers and queues within the round-off bound of verify. And plain
+ * `verify --backend webgpu` (one rank against the one-process reference, both on webgpu).
+ */
+import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
+import { methodNames } from '../../src/methods/registry.js';
+import { CLI, SMALL_PROJECTOR } from '../helpers/run.js';
+import { webgpuEnv } from '../helpers/webgpu.js';
+
+const ARG = (...pairs: string[]) => pairs.flatMap((p) => ['--method-arg', p]);
+/** Small shapes: mlp on 16x16 synthetic images, batch 8, 2 steps. */
+const SMALL = [
+  ...['--steps', '2', '--backbone', 'mlp', '--dataset', 'synthetic', '--image-size', '16', '--synthetic-size', '32'],
+  ...['--batch-size', '8', '--workers', '0', '--val-every', '0'],
+];
+const BASE = ['verify', '--backend', 'webgpu', '--engine-against', 'cpu', ...SMALL];
+const HEADS = [...SMALL_PROJECTOR, ...ARG('predHiddenDim=32')];
+const QUEUED = [...HEADS, ...ARG('queueSize=16')];
+/** The two global crops alone (the mlp takes one input size). */
+const GLOBAL_CROPS = ['--crops', '2x16:0.2-1'];
+
+/** Per method, the flags beyond {@link BASE} (later flags win); a method not listed runs with {@link SMALL_PROJECTOR}. */
+const ARGS: Record<string, string[]> = {
+  byol: HEADS,
+  mocov3: HEADS,
+  simsiam: HEADS,
+  mocov2plus: [...SMALL_PROJECTOR, ...ARG('queueSize=16')],
+  ressl: [...SMALL_PROJECTOR, ...ARG('queueSize=16')],
+  nnclr: QUEUED,
+  nnbyol: QUEUED,
+  nnsiam: QUEUED,
+  all4one: QUEUED,
+  wmse: ARG('projHiddenDim=32', 'projOutputDim=4', 'whiteningSize=8'),
+  vibcreg: ARG('projHiddenDim=32', 'projOutputDim=16', 'iternormGroups=4'),
+  deepclusterv2: [...SMALL_PROJECTOR, ...ARG('numPrototypes=8'), '--synthetic-size', '16'],
+  swav: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=30', 'queueSize=16', 'epochQueueStarts=0', 'freezePrototypesEpochs=0')],
+  dino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=64', 'freezeLastLayerEpochs=0', 'clipGrad=0.3')],
+  mae: ['--backbone', 'vit_tiny', ...ARG('decoderEmbedDim=32', 'decoderDepth=1', 'decoderNumHeads=4')],
+};
+
+describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {
+  this.timeout(600_000);
+
+  it('every method with its own flags is registered', () => {
+    assert.deepEqual(
+      Object.keys(ARGS).filter((m) => !methodNames().includes(m)),
+      [],
+    );
+  });
+
+  it('verify --backend webgpu with one rank (simclr, 2 steps): the one-rank run equals the one-process reference on webgpu', () => {
+    const args = ['verify', '--backend', 'webgpu', ...SMALL, '--method', 'simclr', ...SMALL_PROJECTOR];
+    const run = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 540_000, env: { ...webgpuEnv(), FORCE_COLOR: '0' } });
+    const output = `exit ${run.status ?? run.signal}\n${run.stdout}${run.stderr}`;
+    assert.match(run.stdout, /^verify simclr: 1 rank\(s\) vs one process on the same global batch$/m, output);
+    assert.match(run.stdout, /^PASSED: the worst difference is [0-9.]+ of its bound$/m, output);
+    assert.equal(run.status, 0, output);
+  });
+
+  for (const method of methodNames()) {
+    it(`${method}: passes`, () => {
+      const args = [...BASE, '--method', method, ...(ARGS[method] ?? SMALL_PROJECTOR)];
+      const run = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 540_000, env: { ...webgpuEnv(), FORCE_COLOR: '0' } });
+      const output = `${method}: exit ${run.status ?? run.signal}\n${run.stdout}${run.stderr}`;
+      assert.match(run.stdout, new RegExp(`^verify ${method}: engine webgpu against cpu on the same steps`, 'm'), output);
+      assert.match(run.stdout, /^PASSED: the worst difference is [0-9.]+ of its bound$/m, output);
+      assert.equal(run.status, 0, output);
+    });
+  }
+});
