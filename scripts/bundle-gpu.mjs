@@ -7,10 +7,12 @@
  *   ssl-zoo-gpu/bin/node          this machine's node (process.execPath)
  *   ssl-zoo-gpu/dist/src, dist/scripts/bench, package.json, configs/   (run `npm run build` first)
  *   ssl-zoo-gpu/node_modules/     the runtime dependencies dist loads on the WebGPU path
- *                                 (the closure of package.json's dependencies, less the ones
- *                                 only reports and exports load: sharp, resvg, echarts, ...),
- *                                 without source maps and type declarations; webgpu with only
- *                                 dist/linux-x64/dawn.node
+ *                                 (the closure of package.json's dependencies, less echarts,
+ *                                 resvg and node-addon-api, which only the report commands load,
+ *                                 dynamically), without source maps and type declarations;
+ *                                 webgpu with only dist/linux-x64/dawn.node. A trial import of
+ *                                 the CLI, the library and the bench modules, run in the staged
+ *                                 folder with this node, fails the bundle on a missing package
  *   ssl-zoo-gpu/lib/              libvulkan.so.1 from this machine (Debian libvulkan1), used
  *                                 when the GPU machine has no Vulkan loader
  *   ssl-zoo-gpu/scripts/          step_torch.py and the PyTorch modules it imports, gpu-check.sh
@@ -36,8 +38,11 @@ const fmnistTrain = Number(arg('fmnist-train', '20000'));
 const maxMiB = Number(arg('max-mib', '60'));
 const fmnistDir = arg('fmnist-dir', '/usr/share/datasets/fashion-mnist');
 
-/** Dependencies dist reaches only from reports, exports and image files, never on the WebGPU training path. */
-const SKIP = new Set(['sharp', '@resvg/resvg-js', 'echarts', 'umap-js', 'onnx-proto', 'node-addon-api']);
+/**
+ * Dependencies dist loads only on demand (dynamic imports from the report commands) or never
+ * at run time; the trial import below fails the bundle if one of them is loaded statically.
+ */
+const SKIP = new Set(['@resvg/resvg-js', 'echarts', 'node-addon-api']);
 
 for (const f of ['dist/src/cli/bin.js', 'dist/scripts/bench/step-gpu.js', 'dist/scripts/bench/adapter-info.js']) {
   if (!existsSync(join(root, f))) throw new Error(`${f} is missing: run npm run build first`);
@@ -54,7 +59,14 @@ try {
   copy(join(root, 'dist/scripts/bench'), 'dist/scripts/bench', noMaps);
   copy(join(root, 'package.json'), 'package.json');
   if (existsSync(join(root, 'configs'))) copy(join(root, 'configs'), 'configs');
-  for (const f of ['bench/step_torch.py', 'bench/torchvision_free_resnet.py', 'gen_backbone_fixtures.py', 'gen_optim_fixtures.py', 'gen_vit_fixtures.py', 'gpu-check.sh']) {
+  for (const f of [
+    'bench/step_torch.py',
+    'bench/torchvision_free_resnet.py',
+    'gen_backbone_fixtures.py',
+    'gen_optim_fixtures.py',
+    'gen_vit_fixtures.py',
+    'gpu-check.sh',
+  ]) {
     copy(join(root, 'scripts', f), join('scripts', f));
   }
 
@@ -117,6 +129,20 @@ try {
     writeFileSync(join(dataOut, 'SUBSET.txt'), `Fashion-MNIST: the first ${fmnistTrain} training images of 60000 (header rewritten), the whole test split.\n`);
   } else console.warn(`Fashion-MNIST not carried (${existsSync(fmnistDir) ? '--no-data' : `${fmnistDir} missing`})`);
 
+  // Trial: load the module graphs gpu-check runs, from the staged folder (no node_modules above it).
+  const trial = [
+    'dist/src/cli/main.js',
+    'dist/src/index.js',
+    'dist/scripts/bench/simclr-step.js',
+    'dist/scripts/bench/flops.js',
+    'dist/src/core/webgpu.js',
+    'webgpu',
+    '@tensorflow/tfjs-backend-webgpu',
+  ];
+  const script = `for (const m of ${JSON.stringify(trial)}) await import(m.startsWith('dist/') ? './' + m : m);`;
+  execFileSync(join(top, 'bin/node'), ['--input-type=module', '-e', script], { cwd: top, stdio: ['ignore', 'ignore', 'inherit'] });
+  console.error(`trial import from ${top}: ok`);
+
   mkdirSync(dirname(out), { recursive: true });
   rmSync(out, { force: true });
   execFileSync('bash', ['-c', `tar -C "$1" -cf - ssl-zoo-gpu | xz -9 -T0 > "$2"`, 'bundle', stage, out], { stdio: 'inherit' });
@@ -124,7 +150,16 @@ try {
   const bytes = statSync(out).size;
   const mib = bytes / 2 ** 20;
   const listing = readdirSync(join(top, 'node_modules'));
-  console.log(JSON.stringify({ bundle: out, bytes, mib: Number(mib.toFixed(2)), raw_mib: Number((rawBytes / 2 ** 20).toFixed(1)), node: process.version, node_modules: listing }));
+  console.log(
+    JSON.stringify({
+      bundle: out,
+      bytes,
+      mib: Number(mib.toFixed(2)),
+      raw_mib: Number((rawBytes / 2 ** 20).toFixed(1)),
+      node: process.version,
+      node_modules: listing,
+    }),
+  );
   if (mib > maxMiB) throw new Error(`bundle is ${mib.toFixed(1)} MiB, over --max-mib ${maxMiB}`);
 } finally {
   rmSync(stage, { recursive: true, force: true });

@@ -7,7 +7,7 @@
 import { initEngine } from '../../src/core/engine.js';
 import { listGpuAdapters, vulkanDriverSearchPaths } from '../../src/core/webgpu.js';
 import { tf } from '../../src/core/tf.js';
-import { writeReport } from './common.js';
+import { exitWhenFlushed, writeReport } from './common.js';
 
 async function main(): Promise<void> {
   const listed = listGpuAdapters();
@@ -39,6 +39,7 @@ async function main(): Promise<void> {
     report.error = String((e as Error).message ?? e);
   }
   writeReport('adapter', report);
+  await exitWhenFlushed();
 }
 
 await main();

@@ -22,7 +22,7 @@
 import { initEngine, type BackendChoice } from '../../src/core/engine.js';
 import type { NormKind } from '../../src/core/layers.js';
 import { tf } from '../../src/core/tf.js';
-import { flag, writeReport } from './common.js';
+import { exitWhenFlushed, flag, writeReport } from './common.js';
 import { buildSimclrDeviceStep, buildSimclrStep } from './simclr-step.js';
 
 interface Entry {
@@ -142,6 +142,7 @@ async function profileDevice(): Promise<void> {
     kernels: rows.slice(0, top),
     date: new Date().toISOString(),
   });
+  await exitWhenFlushed();
 }
 
 async function main(): Promise<void> {

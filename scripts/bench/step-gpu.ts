@@ -23,7 +23,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { initEngine, type BackendChoice } from '../../src/core/engine.js';
 import { tf } from '../../src/core/tf.js';
-import { flag, median, writeReport } from './common.js';
+import { exitWhenFlushed, flag, median, writeReport } from './common.js';
 import { installFlopCounter } from './flops.js';
 import { buildSimclrDeviceStep, STEP_MODELS } from './simclr-step.js';
 
@@ -81,6 +81,7 @@ async function child(): Promise<void> {
     tensors_after: tf.memory().numTensors,
   };
   process.stdout.write(`${JSON.stringify(out)}\n`);
+  await exitWhenFlushed();
 }
 
 function lastJson(text: string): Record<string, unknown> {
