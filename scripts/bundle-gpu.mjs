@@ -11,7 +11,8 @@
  *                                 resvg and node-addon-api, which only the report commands load,
  *                                 dynamically), without source maps and type declarations;
  *                                 webgpu with only dist/linux-x64/dawn.node. A trial import of
- *                                 the CLI, the library and the bench modules, run in the staged
+ *                                 the CLI and the bench modules (not the library entry, which
+ *                                 loads the report renderers statically), run in the staged
  *                                 folder with this node, fails the bundle on a missing package
  *   ssl-zoo-gpu/lib/              libvulkan.so.1 from this machine (Debian libvulkan1), used
  *                                 when the GPU machine has no Vulkan loader
@@ -132,7 +133,6 @@ try {
   // Trial: load the module graphs gpu-check runs, from the staged folder (no node_modules above it).
   const trial = [
     'dist/src/cli/main.js',
-    'dist/src/index.js',
     'dist/scripts/bench/simclr-step.js',
     'dist/scripts/bench/flops.js',
     'dist/src/core/webgpu.js',
