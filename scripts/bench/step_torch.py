@@ -152,7 +152,7 @@ def main():
             json.dump(out, f, indent=2)
     print(
         f"{model} pytorch {device} batch {batch} {size}x{size}x{channels}: {seconds:.3f} s/step, {batch / seconds:.1f} images/s"
-        + (f", {out['tflops']:.3f} TFLOP/s" if out["tflops"] else "")
+        + (f", {out['tflops']:.3g} TFLOP/s" if out["tflops"] else "")
         + (f" ({100 * out['peak_fraction']:.1f}% of {a.peak_tflops} TFLOP/s)" if out["peak_fraction"] else ""),
         file=sys.stderr,
     )
