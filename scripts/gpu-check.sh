@@ -177,11 +177,11 @@ else
 fi
 
 # --- summary -------------------------------------------------------------------------------
-"$NODE" - "$BENCH" "$RESULTS/summary.json" "$SMALL" "$(( $(date +%s) - START ))" <<'EOF'
+"$NODE" - "$BENCH" "$RESULTS/summary.json" "$SMALL" "$(( $(date +%s) - START ))" "$GPU_NAME" "$PEAK" <<'EOF'
 const fs = require('fs');
-const [dir, out, small, seconds] = process.argv.slice(2);
+const [dir, out, small, seconds, gpuName, peak] = process.argv.slice(2);
 const read = (f) => { try { return JSON.parse(fs.readFileSync(`${dir}/${f}`, 'utf8')); } catch { return null; } };
-const summary = { small: small === '1', seconds: Number(seconds), adapter: read('adapter.json'), models: {} };
+const summary = { small: small === '1', seconds: Number(seconds), nvidia_smi_name: gpuName || null, peak_tflops: peak ? Number(peak) : null, adapter: read('adapter.json'), models: {} };
 for (const m of ['tiny_resnet', 'resnet18', 'vit_tiny']) {
   const w = read(`step-gpu-${m}.json`)?.models?.[m] ?? null;
   const t = read(`torch-${m}.json`);
