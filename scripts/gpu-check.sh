@@ -12,7 +12,9 @@
 # the same steps in PyTorch (step_torch.py --device cuda, CPU when no CUDA); their ratio; a
 # 2-epoch SimCLR on Fashion-MNIST on WebGPU and its kNN accuracy.
 # --small: SwiftShader (VK_ICD_FILENAMES, for a machine without GPU), tiny batches and images,
-# one timed step, a few SimCLR steps: the end-to-end test of this script.
+# one timed step, a few SimCLR steps: the end-to-end test of this script (slow: SwiftShader
+# costs milliseconds per kernel call; resnet18 needed over 7 minutes here, hence a 900 s
+# limit per step part, $SMALL_STEP_TIMEOUT).
 # Everything printed goes to $OUT (when set) or ./gpu-check-results: gpu-check.log, the JSON of
 # each part, and summary.json. Budget: about 8 minutes on a GPU (each part has a timeout).
 set -uo pipefail
@@ -108,7 +110,7 @@ fi
 
 # --- sizes ---------------------------------------------------------------------------------
 if [ "$SMALL" = 1 ]; then
-  BATCH=4; REPS=1; SIZES="tiny_resnet:12 resnet18:8 vit_tiny:8"; STEP_TIMEOUT=420
+  BATCH=4; REPS=1; SIZES="tiny_resnet:12 resnet18:8 vit_tiny:8"; STEP_TIMEOUT=${SMALL_STEP_TIMEOUT:-900}
   SIMCLR_ARGS=(--epochs 2 --batch-size 8 --train-samples 16 --knn-train-samples 64 --val-samples 64)
   SIMCLR_TIMEOUT=420; TOTAL=3600
 else
