@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     --small) SMALL=1 ;;
     --bundle) BUNDLE="$2"; shift ;;
     --peak-tflops) PEAK="$2"; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
