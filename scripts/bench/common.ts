@@ -46,3 +46,12 @@ export function writeReport(name: string, report: object): void {
   writeFileSync(`bench-results/${name}.json`, `${JSON.stringify(report, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(report)}\n`);
 }
+
+/**
+ * Exits once stdout and stderr are flushed: on the WebGPU engine Dawn's device keeps the
+ * event loop alive (as src/cli/bin.ts does for the CLI).
+ */
+export async function exitWhenFlushed(code = 0): Promise<never> {
+  await new Promise<void>((resolve) => process.stdout.write('', () => process.stderr.write('', () => resolve())));
+  process.exit(code);
+}

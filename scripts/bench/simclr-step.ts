@@ -40,6 +40,8 @@ export interface SimclrStepOptions {
   gradCacheChunk?: number;
   /** SimCLR arguments over solo-learn's defaults, e.g. smaller projector dimensions. */
   methodArgs?: MethodArgs;
+  /** Image side instead of the model's (`[size, size, channels]` inputs; ViT patches stay 4 px). */
+  size?: number;
 }
 
 /**
@@ -47,13 +49,72 @@ export interface SimclrStepOptions {
  * which returns the method's loss (without the online classifier's).
  */
 export function buildSimclrStep(model: string, options: SimclrStepOptions = {}): () => number {
+  const { task, optimizer, data, variables } = setup(model, options);
+  return () => {
+    if (task.computeGradients) {
+      const { grads, metrics } = task.computeGradients(data, variables);
+      optimizer.step(grads);
+      const loss = metrics.loss!.dataSync()[0]!;
+      tf.dispose([...Object.values(grads), ...Object.values(metrics)]);
+      return loss;
+    }
+    let loss = 0;
+    const { value, grads } = tf.variableGrads(() => {
+      const out = task.trainingStep(data);
+      loss = out.metrics.loss.dataSync()[0]; // the SSL loss, as the gradient cache reports it
+      tf.dispose(Object.values(out.metrics));
+      return out.loss;
+    }, variables);
+    optimizer.step(grads);
+    value.dataSync();
+    tf.dispose([value, ...Object.values(grads)]);
+    return loss;
+  };
+}
+
+/** {@link buildSimclrDeviceStep}'s step, and the forward pass alone (for counting FLOPs). */
+export interface DeviceStep {
+  /** One training step; returns its loss (SSL + online classifier) for the caller to await and dispose. */
+  step: () => tf.Tensor;
+  /** The forward pass and loss of the step, without gradients or update (disposes everything). */
+  forward: () => void;
+}
+
+/**
+ * The same step without any synchronous read (the WebGPU engine cannot read synchronously):
+ * the step returns its loss as a scalar tensor that the caller awaits (`await loss.data()`)
+ * and disposes, the one sync point per step. No gradient cache.
+ */
+export function buildSimclrDeviceStep(model: string, options: SimclrStepOptions = {}): DeviceStep {
+  if (options.gradCacheChunk) throw new Error('buildSimclrDeviceStep: no gradient cache');
+  const { task, optimizer, data, variables } = setup(model, options);
+  return {
+    step: () => {
+      const { value, grads } = tf.variableGrads(() => {
+        const out = task.trainingStep(data);
+        tf.dispose(Object.values(out.metrics));
+        return out.loss;
+      }, variables);
+      optimizer.step(grads);
+      tf.dispose(Object.values(grads));
+      return value;
+    },
+    forward: () =>
+      tf.tidy(() => {
+        task.trainingStep(data);
+      }),
+  };
+}
+
+function setup(model: string, options: SimclrStepOptions) {
   const spec = STEP_MODELS[model];
   if (spec == null) throw new Error(`unknown benchmark model '${model}' (allowed: ${Object.keys(STEP_MODELS).join(', ')})`);
   const batch = options.batch ?? spec.batch;
+  const size = options.size ?? spec.size;
   const norm = options.norm ?? 'batch';
   const rng = new Rng(0);
   const method = new SimCLR({
-    createBackbone: (r) => createBackbone(model, { inChannels: spec.channels, imageSize: spec.size, cifarStem: spec.cifarStem, rng: r, norm }),
+    createBackbone: (r) => createBackbone(model, { inChannels: spec.channels, imageSize: size, cifarStem: spec.cifarStem, rng: r, norm }),
     numClasses: 10,
     rng,
     args: resolveMethodArgs('simclr', options.methodArgs ?? {}),
@@ -78,26 +139,7 @@ export function buildSimclrStep(model: string, options: SimclrStepOptions = {}):
     options.gradCacheChunk,
   );
   const { optimizer } = task.configureOptimizers({ totalSteps: 100, stepsPerEpoch: 10 });
-  const data = noiseBatch(rng, batch, spec.size, spec.channels);
+  const data = noiseBatch(rng, batch, size, spec.channels);
   const variables = method.trainableParameters();
-  return () => {
-    if (task.computeGradients) {
-      const { grads, metrics } = task.computeGradients(data, variables);
-      optimizer.step(grads);
-      const loss = metrics.loss.dataSync()[0];
-      tf.dispose([...Object.values(grads), ...Object.values(metrics)]);
-      return loss;
-    }
-    let loss = 0;
-    const { value, grads } = tf.variableGrads(() => {
-      const out = task.trainingStep(data);
-      loss = out.metrics.loss.dataSync()[0]; // the SSL loss, as the gradient cache reports it
-      tf.dispose(Object.values(out.metrics));
-      return out.loss;
-    }, variables);
-    optimizer.step(grads);
-    value.dataSync();
-    tf.dispose([value, ...Object.values(grads)]);
-    return loss;
-  };
+  return { task, optimizer, data, variables };
 }
