@@ -54,11 +54,10 @@ export async function readAll(computations: Record<string, Computation>): Promis
 
 /**
  * Switches to the webgpu engine with ssl-zoo's kernels installed. Until the engine has been
- * initialised in this process it runs `initEngine('webgpu')`; then it switches back to the
- * backend that registered:
- * a second `initEngine('webgpu')` in one process creates a second Dawn device, which aborts
- * the process on SwiftShader (`std::system_error: Invalid argument`), so test files that
- * share a mocha process must not each initialise the engine.
+ * initialised in this process it runs `initEngine('webgpu')`; afterwards it switches back to
+ * the backend that call registered. A second `initEngine('webgpu')` in one process creates
+ * a second Dawn device, which aborts the process on SwiftShader (`std::system_error:
+ * Invalid argument`), so test files that share a mocha process must not each initialise it.
  */
 export async function switchToWebGpu(): Promise<void> {
   if (tf.findBackend('webgpu') == null) {
