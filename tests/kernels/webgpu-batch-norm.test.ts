@@ -4,7 +4,8 @@ import { BATCH_NORM_TRAIN, BATCH_NORM_TRAIN_GRAD, batchNormTraining } from '../.
 import { installWebGpuKernels } from '../../src/core/kernels/webgpu/index.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { useCpu } from '../helpers/webgpu.js';
-import { assertMatches, randn, readAll, relativeNormError, switchToWebGpu, TOLERANCE, type Computation, type ReadBack } from './webgpu-helpers.js';
+import { useWebGpu } from '../helpers/webgpu.js';
+import { assertMatches, randn, readAll, relativeNormError, TOLERANCE, type Computation, type ReadBack } from './webgpu-helpers.js';
 
 /**
  * The WGSL training batch norm (src/core/kernels/webgpu/batch-norm.ts) against the tfjs
@@ -86,7 +87,7 @@ describe('kernels/webgpu: training batch norm (WGSL) against cpu-js', function (
   let wrong: ReadBack;
 
   before(async () => {
-    await switchToWebGpu();
+    await useWebGpu();
     for (const shape of SHAPES) {
       for (const [affine, statGrads] of VARIANTS) {
         Object.assign(webgpu, await readAll({ [tableName(shape, affine, statGrads)]: () => viaKernels(shape, 11, affine, statGrads) }));

@@ -10,7 +10,6 @@
  */
 import assert from 'node:assert/strict';
 import { initEngine } from '../../src/core/engine.js';
-import { installWebGpuKernels } from '../../src/core/kernels/webgpu/index.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { useWebGpu } from '../helpers/webgpu.js';
@@ -52,27 +51,11 @@ export async function readAll(computations: Record<string, Computation>): Promis
   return out;
 }
 
-/**
- * Switches to the webgpu engine with ssl-zoo's kernels installed. Until the engine has been
- * initialised in this process it runs `initEngine('webgpu')`; afterwards it switches back to
- * the backend that call registered. A second `initEngine('webgpu')` in one process creates
- * a second Dawn device, which aborts the process on SwiftShader (`std::system_error:
- * Invalid argument`), so test files that share a mocha process must not each initialise it.
- */
-export async function switchToWebGpu(): Promise<void> {
-  if (tf.findBackend('webgpu') == null) {
-    await useWebGpu();
-    return;
-  }
-  await tf.setBackend('webgpu');
-  installWebGpuKernels();
-}
-
 /** Runs every computation on webgpu, then on cpu-js (the engine is cpu-js afterwards). */
 export async function onBothEngines(
   computations: Record<string, Computation>,
 ): Promise<{ webgpu: Record<string, ReadBack>; reference: Record<string, ReadBack> }> {
-  await switchToWebGpu();
+  await useWebGpu();
   const webgpu = await readAll(computations);
   await initEngine('cpu-js');
   const reference = await readAll(computations);

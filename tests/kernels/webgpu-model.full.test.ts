@@ -5,7 +5,7 @@ import { Rng } from '../../src/core/random.js';
 import { tf } from '../../src/core/tf.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { useCpu } from '../helpers/webgpu.js';
-import { switchToWebGpu } from './webgpu-helpers.js';
+import { useWebGpu } from '../helpers/webgpu.js';
 
 /**
  * One SimCLR step (default arguments: a 2048-wide projector, whose input gradient is the
@@ -69,7 +69,7 @@ describe('kernels/webgpu: one SimCLR step, webgpu vs cpu-js (slow)', function ()
   const reference = new Map<string, Step>();
 
   before(async () => {
-    await switchToWebGpu();
+    await useWebGpu();
     for (const name of Object.keys(BACKBONES)) webgpu.set(name, await simclrStep(name));
     await initEngine('cpu-js');
     for (const name of Object.keys(BACKBONES)) reference.set(name, await simclrStep(name));
