@@ -18,7 +18,7 @@ import { maeLoss } from '../../src/losses/mae.js';
 import type { BaseMethod, MethodArgs, StepInfo } from '../../src/methods/base.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
-import { useCpu, useWebGpu } from '../helpers/webgpu.js';
+import { forbidSyncReads, useCpu, useWebGpu } from '../helpers/webgpu.js';
 
 type Engine = 'cpu-js' | 'webgpu';
 
@@ -72,20 +72,11 @@ const CASES: Case[] = [
  */
 function withoutSyncReads<T>(fn: () => T): T {
   if (tf.getBackend() !== 'webgpu') return fn();
-  const backend = tf.backend() as unknown as { readSync: unknown };
-  const proto = tf.Tensor.prototype as unknown as Record<'dataSync' | 'arraySync', unknown>;
-  const saved = { readSync: backend.readSync, dataSync: proto.dataSync, arraySync: proto.arraySync };
-  const refuse = (what: string) => () => {
-    throw new Error(`a synchronous read of the device (${what}) inside a training step`);
-  };
-  backend.readSync = refuse('readSync');
-  proto.dataSync = refuse('dataSync');
-  proto.arraySync = refuse('arraySync');
+  const restore = forbidSyncReads();
   try {
     return fn();
   } finally {
-    Object.assign(backend, { readSync: saved.readSync });
-    Object.assign(proto, { dataSync: saved.dataSync, arraySync: saved.arraySync });
+    restore();
   }
 }
 

@@ -12,7 +12,6 @@ import { strict as assert } from 'node:assert';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { tf } from '../../src/core/tf.js';
 import { MultiViewLoader } from '../../src/data/loader.js';
 import { RandomSampler } from '../../src/data/sampler.js';
 import { buildConfig } from '../../src/experiment/config.js';
@@ -24,7 +23,7 @@ import { RunDirLogger } from '../../src/trainer/loggers.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 import { Trainer } from '../../src/trainer/trainer.js';
 import { tempDir } from '../helpers/run.js';
-import { useCpu, useWebGpu } from '../helpers/webgpu.js';
+import { forbidSyncReads, useCpu, useWebGpu } from '../helpers/webgpu.js';
 
 /** The methods checked: those whose losses and state read nothing synchronously (add a method here once it does). */
 const METHODS = ['simclr', 'byol'];
@@ -47,27 +46,12 @@ interface SyncReads {
  * A callback that, from `onFitStart` to `onFitEnd`, replaces the backend's `readSync` and
  * `Tensor.prototype.dataSync` / `arraySync` by functions that record the call and throw.
  */
-function forbidSyncReads(): SyncReads {
+function forbidSyncReadsDuringFit(): SyncReads {
   const calls: string[] = [];
-  const proto = tf.Tensor.prototype as unknown as Record<string, unknown>;
   let restore: (() => void) | undefined;
-  const forbid = (target: Record<string, unknown>, name: string) => {
-    const own = Object.prototype.hasOwnProperty.call(target, name);
-    const original = target[name];
-    target[name] = () => {
-      const stack = new Error().stack ?? '';
-      calls.push(`${name}${stack.slice(stack.indexOf('\n'))}`);
-      throw new Error(`synchronous read (${name}) during training`);
-    };
-    return () => {
-      if (own) target[name] = original;
-      else delete target[name];
-    };
-  };
   const callback: Callback = {
     onFitStart: () => {
-      const undo = [forbid(tf.backend() as unknown as Record<string, unknown>, 'readSync'), forbid(proto, 'dataSync'), forbid(proto, 'arraySync')];
-      restore = () => undo.forEach((u) => u());
+      restore = forbidSyncReads(calls);
     },
     onFitEnd: () => {
       restore?.();
@@ -114,7 +98,7 @@ describe('no synchronous read during training (WebGPU engine)', function () {
         workers: 0,
       });
       const data = { batchSize: config.batchSize, numBatches: () => loader.numBatches(), batches: loader.batches.bind(loader), close: () => loader.close() };
-      const reads = forbidSyncReads();
+      const reads = forbidSyncReadsDuringFit();
       const progress = new PassThrough();
       const options = { maxEpochs: 1, maxSteps: 2, logEvery: 1, valEvery: 0, checkpointEvery: 0, runDir, config: { seed: config.seed } };
       const trainer = new Trainer(new SingleDeviceStrategy(), [new RunDirLogger(runDir)], options, [

@@ -45,15 +45,9 @@ async function withLeakyRelu<T>(check: () => Promise<T>): Promise<T> {
 
 const spec = JSON.parse(process.argv[2]!) as EngineWorkerSpec;
 await initEngine('cpu');
-// The control replaces a kernel of tfjs's webgpu backend, whose package registers its kernels
-// and backend when imported where navigator.gpu exists (else it skips the backend, and the
-// engine's start, which replaces that backend, fails): imported here with a stand-in, which
-// the engine replaces by Dawn's. The engine starts once, in the run: a second start of Dawn's
-// device in one process hangs on SwiftShader.
-const nav = ((globalThis as { navigator?: { gpu?: object } }).navigator ??= {});
-nav.gpu = {};
+// The control replaces a kernel of tfjs's webgpu backend: its package registers its kernels
+// when imported (the engine starts in the run, and reuses this registry).
 await import('@tensorflow/tfjs-backend-webgpu');
-delete nav.gpu;
 const reluBefore = tf.getKernel('Relu', 'webgpu')?.kernelFunc;
 const config = buildConfig(spec.config);
 const check = () => runEngineAgainst(config, spec.options);
