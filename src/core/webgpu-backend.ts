@@ -59,8 +59,7 @@ function mapForReadSync(buffer: GPUBuffer): ArrayBuffer {
     dawnPumps.clear();
     for (const pump of pumps) pump();
     if (state() === 'mapped') break;
-    if (failed !== undefined || state() === 'unmapped')
-      throw new TrainingFailure(`reading a GPU tensor failed: ${String(failed ?? 'the map was cancelled')}`);
+    if (failed !== undefined || state() === 'unmapped') throw new TrainingFailure(`reading a GPU tensor failed: ${String(failed ?? 'the map was cancelled')}`);
     if (Date.now() - start > READ_TIMEOUT_MS)
       throw new TrainingFailure(`reading a GPU tensor did not complete in ${READ_TIMEOUT_MS / 1000} s: the device is lost or hung`);
     Atomics.wait(sleeper, 0, 0, waitMs);
