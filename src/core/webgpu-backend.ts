@@ -19,8 +19,12 @@ import type { WebGPUBackend } from '@tensorflow/tfjs-backend-webgpu';
 import { TrainingFailure } from './errors.js';
 import { tf } from './tf.js';
 
-/** Dawn's pending "process events" callbacks, as captured from `setImmediate`. */
-const dawnPumps = new Set<() => void>();
+/**
+ * The last "process events" callback Dawn handed to `setImmediate` (any one of them processes
+ * all of the instance's events; only the last is kept, as Dawn schedules one per event-loop
+ * turn while work is pending).
+ */
+let dawnPump: (() => void) | undefined;
 let pumpCaptureInstalled = false;
 
 /**
@@ -32,7 +36,7 @@ export function installDawnPumpCapture(): void {
   pumpCaptureInstalled = true;
   const original = globalThis.setImmediate;
   const wrapped = function (this: unknown, callback: (...args: unknown[]) => void, ...args: unknown[]) {
-    if (typeof callback === 'function' && args.length === 0 && callback.length === 0 && isNative(callback)) dawnPumps.add(callback as () => void);
+    if (typeof callback === 'function' && args.length === 0 && callback.length === 0 && isNative(callback)) dawnPump = callback as () => void;
     return original(callback, ...args);
   };
   globalThis.setImmediate = Object.assign(wrapped, original) as typeof setImmediate;
@@ -55,9 +59,7 @@ function mapForReadSync(buffer: GPUBuffer): ArrayBuffer {
   // A function, not the property: TypeScript would narrow the property across the pumps.
   const state = (): GPUBufferMapState => buffer.mapState;
   while (state() !== 'mapped') {
-    const pumps = [...dawnPumps];
-    dawnPumps.clear();
-    for (const pump of pumps) pump();
+    dawnPump?.();
     if (state() === 'mapped') break;
     if (failed !== undefined || state() === 'unmapped') throw new TrainingFailure(`reading a GPU tensor failed: ${String(failed ?? 'the map was cancelled')}`);
     if (Date.now() - start > READ_TIMEOUT_MS)
