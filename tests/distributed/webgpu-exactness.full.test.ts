@@ -44,7 +44,7 @@ describe('every method on the WebGPU engine: 2 ranks equal one process (ssl-trai
   for (const method of [...BUILT_IN_METHODS, 'control', 'gpus']) {
     const control = method === 'control';
     const title = {
-      control: `negative control: ${CONTROL.row.claim}: fails`,
+      control: `${CONTROL.row.claim}: fails`,
       gpus: 'byol with --gpus 2 --allow-software-adapter (2 ranks on one software adapter): passes',
     };
     it(title[method as keyof typeof title] ?? `${method}: ${firstRow(method).claim}: passes`, () => {
