@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { invalidValue, UserError } from '../core/errors.js';
+import { signalExitCode, STOP_SIGNALS } from '../trainer/stop-signal.js';
 
 /** Where a worker process sits in the job (torchrun's variables). */
 export interface WorkerEnv {
@@ -107,6 +108,12 @@ export interface LaunchOptions {
   envFor?: (localRank: number) => NodeJS.ProcessEnv;
   /** How long to wait after asking the other workers to stop before killing them. */
   killAfterMs?: number;
+  /**
+   * After forwarding a stop signal (SIGINT, SIGTERM, SIGUSR1) to the workers, how long to wait
+   * for them to save their checkpoint and exit before killing them (the run's `--timeout`;
+   * default 300 s).
+   */
+  stopTimeoutMs?: number;
 }
 
 /**
@@ -116,6 +123,16 @@ export interface LaunchOptions {
  * terminal; the others' output is kept and shown if they fail. When a worker fails, the
  * others are stopped and 2 (its user error) or 1 is returned, with one report of how it
  * ended (see {@link failureReport}). Resolves to 0 when every worker succeeds.
+ *
+ * SIGINT, SIGTERM and SIGUSR1 are forwarded to the workers, which stop gracefully (a
+ * checkpoint at the step they agree on; see src/trainer/stop-signal.ts); after
+ * `stopTimeoutMs` the ones still running are killed. It then resolves to 128 + the first
+ * signal's number (130, 143, 138), as do workers that a signal stopped without the launcher
+ * (one sent to a rank directly). Ctrl-C in a terminal reaches the workers twice, from the
+ * terminal (the whole foreground process group) and forwarded from here: the workers count
+ * the same signal again within a second as one request (REPEAT_WINDOW_MS). Keeping the
+ * workers in the terminal's process group, rather than forwarding alone, means a signal that
+ * Slurm or a terminal sends to every process still reaches them if the launcher is gone.
  */
 export async function launchWorkers(options: LaunchOptions): Promise<number> {
   const { nprocs, numNodes, nodeRank } = options;
@@ -131,18 +148,26 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
   const stderrTails: string[] = [];
   let firstFailure: { rank: number; code: number | null; signal: NodeJS.Signals | null } | undefined;
   let stopping = false;
+  // The exit code of a graceful stop: 128 + the first stop signal's number, forwarded or seen in a worker's exit code.
+  let interruptedCode: number | undefined;
+  let stopKiller: NodeJS.Timeout | undefined;
 
   const stopAll = (signal: NodeJS.Signals) => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(signal);
   };
-  const forward = (signal: NodeJS.Signals) => () => {
-    stopping = true;
-    stopAll(signal);
+  const killAfterStopTimeout = () => {
+    stopKiller ??= setTimeout(() => stopAll('SIGKILL'), options.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS);
   };
-  const onInt = forward('SIGINT');
-  const onTerm = forward('SIGTERM');
-  process.on('SIGINT', onInt);
-  process.on('SIGTERM', onTerm);
+  const forwarders = STOP_SIGNALS.map((signal) => {
+    const forward = () => {
+      stopping = true;
+      interruptedCode ??= signalExitCode(signal);
+      stopAll(signal);
+      killAfterStopTimeout();
+    };
+    process.on(signal, forward);
+    return [signal, forward] as const;
+  });
 
   try {
     const exits = Array.from({ length: nprocs }, (_, localRank) => {
@@ -170,6 +195,13 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
         stderrTails[localRank] = (stderrTails[localRank] + chunk.toString()).slice(-16384);
       });
       child.on('exit', (code, signal) => {
+        if (code !== null && STOP_EXIT_CODES.has(code) && !firstFailure && interruptedCode === undefined) {
+          // A signal reached the workers without the launcher: they stop at the step they agreed on.
+          stopping = true;
+          interruptedCode = code;
+          killAfterStopTimeout();
+          return;
+        }
         if ((code !== 0 || signal !== null) && !firstFailure && !stopping) {
           firstFailure = { rank: localRank, code, signal };
           stopping = true;
@@ -183,10 +215,11 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
     });
     await Promise.all(exits);
   } finally {
-    process.off('SIGINT', onInt);
-    process.off('SIGTERM', onTerm);
+    for (const [signal, forward] of forwarders) process.off(signal, forward);
+    clearTimeout(stopKiller);
     if (storeDir) rmSync(storeDir, { recursive: true, force: true });
   }
+  if (interruptedCode !== undefined && !firstFailure) return interruptedCode;
   if (!firstFailure) return stopping ? 1 : 0;
   const { rank: localRank, code, signal } = firstFailure;
   const rank = nodeRank * nprocs + localRank;
@@ -194,6 +227,12 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
   if (report) process.stderr.write(`${report}\n`);
   return code === 2 ? 2 : 1;
 }
+
+/** How long the workers have to stop after a forwarded signal, without `stopTimeoutMs`. */
+const DEFAULT_STOP_TIMEOUT_MS = 300_000;
+
+/** The exit codes of a worker that a stop signal interrupted (130, 138, 143). */
+const STOP_EXIT_CODES = new Set(STOP_SIGNALS.map(signalExitCode));
 
 /** "killed by SIGKILL" or "exited with code 3". */
 export function describeExit(code: number | null, signal: NodeJS.Signals | null): string {

@@ -156,6 +156,9 @@ export class TrainConfig {
   @IsOptional()
   @IsString()
   resume?: string;
+  @Flag('[bool]', 'under Slurm: after a signal (SIGUSR1, SIGTERM, SIGINT) saved last.ckpt, requeue the job (scontrol requeue); run it with --resume auto')
+  @IsBoolean()
+  requeue = false;
   @Flag('<path>', 'start from the backbone of a run directory or checkpoint (heads fresh; the architecture must match)')
   @IsOptional()
   @IsString()

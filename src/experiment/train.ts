@@ -22,6 +22,7 @@ import { checkStrategyName } from '../trainer/strategy.js';
 import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
+import type { StopRequest } from '../trainer/stop-signal.js';
 import type { TrainConfig } from './config.js';
 import { preflightStrategy, registerAround, registerLoggers, registerRunStrategy } from './run-scope.js';
 import { checkFolderFlags, prepareExperiment, prepareFolderExperiment, warnSkippedFile, type Experiment } from './experiment.js';
@@ -53,6 +54,8 @@ export interface RunOptions {
   callbacks?: Callback[];
   /** This process's place in a multi-process job (set by the launcher's environment). */
   worker?: WorkerEnv;
+  /** Where a request to stop gracefully comes from (the CLI's signal handlers); default none. */
+  stop?: StopRequest;
 }
 
 const packageRoot = new URL('../../../', import.meta.url);
@@ -290,6 +293,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     runDir,
     resume: config.resume,
     config: resolved,
+    stop: options.stop,
   };
   scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
   // Whether the W&B run is continued is decided when the trainer knows where training
