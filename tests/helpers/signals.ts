@@ -15,21 +15,31 @@ export interface Ended {
 /** A running `ssl-train` process: its child, and a promise of how it ends (killed after `timeoutMs`). */
 export interface Running {
   child: ChildProcess;
+  /** Sends `signal` to the process, or with `group`, to its whole process group (as a terminal's Ctrl-C does). */
+  send(signal: NodeJS.Signals): void;
   ended: Promise<Ended>;
   /** Whether it has exited. */
   readonly done: boolean;
 }
 
-/** Starts `node ssl-train args...` with `env` added, collecting its output. */
-export function startCli(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Running {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, FORCE_COLOR: '0', ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts `node ssl-train args...` with `env` added, collecting its output; with `group`, in a
+ * process group of its own that its workers share (a terminal's foreground job).
+ */
+export function startCli(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; group?: boolean } = {}): Running {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, FORCE_COLOR: '0', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.group ?? false,
+  });
+  const send = (signal: NodeJS.Signals) => (options.group ? process.kill(-child.pid!, signal) : child.kill(signal));
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
   let done = false;
   const ended = new Promise<Ended>((resolve) => {
-    const guard = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
+    const guard = setTimeout(() => send('SIGKILL'), options.timeoutMs ?? 120_000);
     child.on('close', (code, signal) => {
       clearTimeout(guard);
       done = true;
@@ -38,6 +48,7 @@ export function startCli(args: string[], options: { env?: NodeJS.ProcessEnv; tim
   });
   return {
     child,
+    send,
     ended,
     get done() {
       return done;
@@ -55,10 +66,11 @@ export function trainSteps(runDir: string): number[] {
 }
 
 /**
- * Sends `signals` (in order) to `run` once its run directory has logged a training step `k`
- * (every step must be logged: `--log-every 1`) for which `when(k)` holds. Without race: the
- * process is paused (SIGSTOP) while `metrics.jsonl` is read, the signals are sent while it is
- * paused, and it goes on (SIGCONT) with them pending. Each logged row of step `k` is appended
+ * Sends `signals` (in order, with {@link Running.send}) to `run` once its run directory has
+ * logged a training step `k` (every step must be logged: `--log-every 1`) for which `when(k)`
+ * holds. Without race: the process (its group, with `group`: the workers too) is paused
+ * (SIGSTOP) while `metrics.jsonl` is read, the signals are sent while it is paused, and it
+ * goes on (SIGCONT) with them pending. Each logged row of step `k` is appended
  * while step `k + 1` runs, so a process that acts on a signal after its current step stops
  * after step `k + 1` or `k + 2`. Resolves to `k`, or undefined when the run ended or
  * `timeoutMs` passed first.
@@ -74,15 +86,15 @@ export async function signalWhenLogged(
   while (!run.done && Date.now() - started < timeoutMs) {
     await sleep(5);
     if (!existsSync(join(runDir, 'metrics.jsonl'))) continue;
-    run.child.kill('SIGSTOP');
+    run.send('SIGSTOP');
     const steps = trainSteps(runDir);
     const k = steps.at(-1);
     if (k !== undefined && when(k)) {
-      for (const s of signals) run.child.kill(s);
-      run.child.kill('SIGCONT');
+      for (const s of signals) run.send(s);
+      run.send('SIGCONT');
       return k;
     }
-    run.child.kill('SIGCONT');
+    run.send('SIGCONT');
   }
   return undefined;
 }
