@@ -187,7 +187,10 @@ describe('graceful stop on a signal', function () {
     function fakeScontrol(code: number): { path: string; calls: string } {
       const bin = tempDir('ssl-zoo-bin-');
       const calls = join(bin, 'calls');
-      writeFileSync(join(bin, 'scontrol'), `#!/bin/sh\necho "$@" >> '${calls}'\n${code === 0 ? '' : 'echo "slurm_requeue error: Job is not requeueable" >&2\n'}exit ${code}\n`);
+      writeFileSync(
+        join(bin, 'scontrol'),
+        `#!/bin/sh\necho "$@" >> '${calls}'\n${code === 0 ? '' : 'echo "slurm_requeue error: Job is not requeueable" >&2\n'}exit ${code}\n`,
+      );
       chmodSync(join(bin, 'scontrol'), 0o755);
       return { path: `${bin}:${process.env.PATH}`, calls };
     }
@@ -220,10 +223,7 @@ describe('graceful stop on a signal', function () {
       const runDir = join(tempDir(), 'run');
       const r = runCli([...FLAGS, '--epochs', '1', '--max-steps', '1', '--requeue', '--run-dir', runDir], 60_000, { SLURM_JOB_ID: '' });
       assert.equal(r.status, 0, r.stderr);
-      assert.equal(
-        r.stderr,
-        'ssl-train: warning: --requeue: SLURM_JOB_ID is not set (not a Slurm job); a signal will stop the run without requeueing it\n',
-      );
+      assert.equal(r.stderr, 'ssl-train: warning: --requeue: SLURM_JOB_ID is not set (not a Slurm job); a signal will stop the run without requeueing it\n');
     });
   });
 });
