@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { invalidValue, UserError } from '../core/errors.js';
-import { signalExitCode, STOP_SIGNALS } from '../trainer/stop-signal.js';
+import { signalExitCode, STOP_LISTENING_MESSAGE, STOP_MESSAGE, STOP_SIGNALS } from '../trainer/stop-signal.js';
 
 /** Where a worker process sits in the job (torchrun's variables). */
 export interface WorkerEnv {
@@ -128,11 +128,13 @@ export interface LaunchOptions {
  * checkpoint at the step they agree on; see src/trainer/stop-signal.ts); after
  * `stopTimeoutMs` the ones still running are killed. It then resolves to 128 + the first
  * signal's number (130, 143, 138), as do workers that a signal stopped without the launcher
- * (one sent to a rank directly). Ctrl-C in a terminal reaches the workers twice, from the
- * terminal (the whole foreground process group) and forwarded from here: the workers count
- * the same signal again within a second as one request (REPEAT_WINDOW_MS). Keeping the
- * workers in the terminal's process group, rather than forwarding alone, means a signal that
- * Slurm or a terminal sends to every process still reaches them if the launcher is gone.
+ * (one sent to a rank directly). The first signal is forwarded as a message on the IPC
+ * channel of each worker that listens for it ({@link STOP_MESSAGE}: training has installed its
+ * handlers; others get the signal itself), not as a signal: Ctrl-C in a terminal, or a Slurm
+ * signal to every process of a step, reaches the workers directly too, and a worker takes a
+ * second signal as "stop at once". Further signals are forwarded as themselves. (The workers
+ * stay in the terminal's process group, so that such signals still reach them if the
+ * launcher is gone.)
  */
 export async function launchWorkers(options: LaunchOptions): Promise<number> {
   const { nprocs, numNodes, nodeRank } = options;
@@ -151,6 +153,8 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
   // The exit code of a graceful stop: 128 + the first stop signal's number, forwarded or seen in a worker's exit code.
   let interruptedCode: number | undefined;
   let stopKiller: NodeJS.Timeout | undefined;
+  // The workers that take a forwarded stop signal as a message (see STOP_LISTENING_MESSAGE).
+  const listening = new Set<ChildProcess>();
 
   const stopAll = (signal: NodeJS.Signals) => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(signal);
@@ -161,8 +165,16 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
   const forwarders = STOP_SIGNALS.map((signal) => {
     const forward = () => {
       stopping = true;
-      interruptedCode ??= signalExitCode(signal);
-      stopAll(signal);
+      if (interruptedCode === undefined) {
+        interruptedCode = signalExitCode(signal);
+        for (const c of children) {
+          if (c.exitCode !== null || c.signalCode !== null) continue;
+          if (listening.has(c) && c.connected) c.send({ type: STOP_MESSAGE, signal });
+          else c.kill(signal);
+        }
+      } else {
+        stopAll(signal);
+      }
       killAfterStopTimeout();
     };
     process.on(signal, forward);
@@ -186,9 +198,12 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
       };
       const child = spawn(process.execPath, [...process.execArgv, options.script, ...options.args], {
         env,
-        stdio: rank === 0 ? ['ignore', 'inherit', 'pipe'] : ['ignore', 'ignore', 'pipe'],
+        stdio: rank === 0 ? ['ignore', 'inherit', 'pipe', 'ipc'] : ['ignore', 'ignore', 'pipe', 'ipc'],
       });
       children.push(child);
+      child.on('message', (m: { type?: unknown } | null) => {
+        if (m?.type === STOP_LISTENING_MESSAGE) listening.add(child);
+      });
       stderrTails[localRank] = '';
       child.stderr?.on('data', (chunk: Buffer) => {
         if (rank === 0) process.stderr.write(chunk);

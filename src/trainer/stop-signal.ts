@@ -8,11 +8,17 @@
  *
  * Before training starts ({@link StopSignal.arm}) a signal ends the process at once by its
  * default action: nothing of the run has been written yet. While armed, the first signal asks
- * for a stop; a second one ends the process at once, except the same signal again within
- * {@link REPEAT_WINDOW_MS} of the first: with `--devices N`, Ctrl-C in a terminal reaches every
- * rank twice (the terminal signals the whole foreground process group, and the launcher
- * forwards what it receives), as does a Slurm signal sent to every process of a step, and
- * those two copies are one request.
+ * for a stop and the handlers are removed, so that a second signal ends the process at once
+ * by its default action, even inside a long computation or a blocked collective.
+ *
+ * With `--devices N`, Ctrl-C in a terminal reaches each rank twice: from the terminal, which
+ * signals the whole foreground process group, and from the launcher, which forwards what it
+ * receives (a Slurm signal sent to every process of a step does the same). So the launcher
+ * forwards the first signal as a message on the IPC channel it opens to each rank
+ * ({@link STOP_MESSAGE}), not as a signal, to the ranks that said they listen for it
+ * ({@link STOP_LISTENING_MESSAGE}): a rank takes it as a stop request like a signal, or as
+ * the same request when a signal came first, and a signal after it as the second one. The
+ * launcher forwards any further signal as itself.
  */
 import { constants } from 'node:os';
 
@@ -22,12 +28,15 @@ export const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGUSR1'] as const;
 /** One of {@link STOP_SIGNALS}. */
 export type StopSignalName = (typeof STOP_SIGNALS)[number];
 
+/** The type of the launcher's message that forwards a stop signal over the IPC channel: `{ type, signal }`. */
+export const STOP_MESSAGE = 'ssl-zoo-stop';
+
 /**
- * How long a repeat of the first signal still counts as the same request (the copies of one
- * Ctrl-C that reach a rank from the terminal and from the launcher arrive within
- * milliseconds of each other; a person pressing Ctrl-C again to force the stop takes longer).
+ * The type of a worker's message to its launcher once it listens for {@link STOP_MESSAGE}
+ * (`{ type }`); until then, and for workers that never do, the launcher forwards signals as
+ * themselves.
  */
-export const REPEAT_WINDOW_MS = 1000;
+export const STOP_LISTENING_MESSAGE = 'ssl-zoo-stop-listening';
 
 /** The signal's number (SIGINT 2, SIGUSR1 10, SIGTERM 15 on Linux). */
 export function signalNumber(signal: StopSignalName): number {
@@ -65,29 +74,47 @@ export interface StopRequest {
 export interface SignalTarget {
   on(signal: StopSignalName, listener: () => void): unknown;
   off(signal: StopSignalName, listener: () => void): unknown;
+  /** Listens to the launcher's messages (none without an IPC channel). */
+  onMessage(listener: (message: unknown) => void): void;
+  offMessage(listener: (message: unknown) => void): void;
   /** Ends this process by `signal`'s default action (called with the listeners removed). */
   kill(signal: StopSignalName): void;
-  now(): number;
 }
 
 const processTarget: SignalTarget = {
   on: (signal, listener) => process.on(signal, listener),
   off: (signal, listener) => process.off(signal, listener),
+  onMessage: (listener) => {
+    if (!process.channel || !process.send) return;
+    process.on('message', listener);
+    process.channel.unref(); // listening must not keep the process alive
+    process.send({ type: STOP_LISTENING_MESSAGE });
+  },
+  offMessage: (listener) => process.off('message', listener),
   // With no listener left the signal's default action applies (SIGUSR1's too: once a listener
   // was installed, Node no longer starts its inspector on it).
   kill: (signal) => process.kill(process.pid, signal),
-  now: () => Date.now(),
 };
+
+/** The signal a launcher's stop message forwards, or undefined for any other message. */
+function forwardedSignal(message: unknown): StopSignalName | undefined {
+  const m = message as { type?: unknown; signal?: unknown } | null;
+  return m?.type === STOP_MESSAGE && STOP_SIGNALS.includes(m.signal as StopSignalName) ? (m.signal as StopSignalName) : undefined;
+}
 
 /** The handlers of the stop signals in this process (see the module comment). */
 export class StopSignal implements StopRequest {
-  private first: { signal: StopSignalName; at: number } | undefined;
+  private first: StopSignalName | undefined;
   private armed = false;
   private readonly listeners = new Map<StopSignalName, () => void>();
+  private readonly onMessage = (message: unknown) => {
+    const signal = forwardedSignal(message);
+    if (signal) this.received(signal);
+  };
 
   constructor(
     private readonly target: SignalTarget = processTarget,
-    /** Called once, when the first signal asks for a stop (e.g. to say that the run is stopping). */
+    /** Called once, when the first signal asks for a stop. */
     private readonly onRequest?: (signal: StopSignalName) => void,
   ) {}
 
@@ -98,13 +125,14 @@ export class StopSignal implements StopRequest {
       this.listeners.set(signal, listener);
       this.target.on(signal, listener);
     }
+    this.target.onMessage(this.onMessage);
     return this;
   }
 
   /** Removes the handlers: the signals' default actions apply again. */
   uninstall(): void {
-    for (const [signal, listener] of this.listeners) this.target.off(signal, listener);
-    this.listeners.clear();
+    this.removeSignalListeners();
+    this.target.offMessage(this.onMessage);
   }
 
   arm(): void {
@@ -112,19 +140,25 @@ export class StopSignal implements StopRequest {
   }
 
   get requested(): StopSignalName | undefined {
-    return this.first?.signal;
+    return this.first;
+  }
+
+  private removeSignalListeners(): void {
+    for (const [signal, listener] of this.listeners) this.target.off(signal, listener);
+    this.listeners.clear();
   }
 
   private received(signal: StopSignalName): void {
-    const now = this.target.now();
-    if (this.armed && !this.first) {
-      this.first = { signal, at: now };
-      this.onRequest?.(signal);
+    if (this.first) return; // the launcher's copy of the signal that asked for the stop
+    if (!this.armed) {
+      this.uninstall();
+      this.target.kill(signal);
       return;
     }
-    if (this.first && signal === this.first.signal && now - this.first.at < REPEAT_WINDOW_MS) return;
-    this.uninstall();
-    this.target.kill(signal);
+    this.first = signal;
+    // From now on a signal has its default action: the second one ends the process at once.
+    this.removeSignalListeners();
+    this.onRequest?.(signal);
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * The launcher and stop signals (issue #31): it forwards SIGUSR1 (as SIGINT and SIGTERM) to
- * its workers, waits for them at most its stop timeout before killing them, and exits with the
- * signal's conventional code (128 + its number), not 1.
+ * its workers (as a stop message to those that listen for one), waits for them at most its
+ * stop timeout before killing them, and exits with the signal's conventional code (128 + its
+ * number), not 1.
  */
 import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
@@ -10,7 +11,10 @@ import { join } from 'node:path';
 import { freshDir, workerPath } from './helpers.js';
 
 /** Runs the stop driver in `mode`, sends `signal` to the launcher once both workers are ready; how it ended and how long after the signal. */
-async function stopDriver(mode: 'graceful' | 'stubborn', signal: NodeJS.Signals): Promise<{ code: number | null; stderr: string; afterSignalMs: number }> {
+async function stopDriver(
+  mode: 'graceful' | 'stubborn' | 'listening',
+  signal: NodeJS.Signals,
+): Promise<{ code: number | null; stderr: string; afterSignalMs: number }> {
   const dir = freshDir('stop');
   const child = spawn(process.execPath, [workerPath('stop-driver'), mode, dir], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -36,6 +40,12 @@ describe('launcher: stop signals', function () {
     assert.equal(r.code, 138, r.stderr);
     assert.equal(r.stderr, '');
     assert.ok(r.afterSignalMs < 1500, `took ${r.afterSignalMs} ms: it did not wait for the stop timeout`);
+  });
+
+  it('forwards the first signal as a stop message to workers that listen for it (not as the signal, which a terminal may already have sent them)', async () => {
+    const r = await stopDriver('listening', 'SIGTERM');
+    assert.equal(r.code, 143, r.stderr);
+    assert.ok(r.afterSignalMs < 1500, `took ${r.afterSignalMs} ms: the workers got the message, not only the (ignored) signal`);
   });
 
   it('kills workers still running after the stop timeout, and exits 143 after a SIGTERM', async () => {

@@ -3,11 +3,12 @@
  * processes: SIGTERM mid-epoch on 1 rank and on 2 ranks (`--devices 2`), for a queue method
  * (nnclr) and for dino, then `--resume auto` gives the uninterrupted run's per-step losses and
  * validation exactly; Ctrl-C in a terminal (SIGINT to the launcher and its ranks at once, and
- * forwarded by the launcher) is one stop, exit 130.
+ * forwarded by the launcher, also after the ranks acted on it) is one stop, exit 130.
  */
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';
 import { signalExitCode, type StopSignalName } from '../../src/trainer/stop-signal.js';
+import { readFileSync } from 'node:fs';
 import { checkpointProgress, comparableRow, metricsRows } from '../helpers/run-files.js';
 import { runCli, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
 import { readSummary, signalWhenLogged, startCli, trainSteps } from '../helpers/signals.js';
@@ -44,6 +45,18 @@ const METHODS: Record<string, string[]> = {
   nnclr: ['--method', 'nnclr', '--method-arg', 'queueSize=64', '--method-arg', 'predHiddenDim=32'],
   dino: ['--method', 'dino', '--method-arg', 'numPrototypes=64'],
 };
+
+/** Whether process `pid` catches `signal` (SigCgt in /proc/<pid>/status); false once it has exited. */
+function catchesSignal(pid: number, signal: StopSignalName): boolean {
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return false;
+  }
+  const mask = /SigCgt:\s*([0-9a-f]+)/.exec(status)?.[1] ?? '0';
+  return ((BigInt(`0x${mask}`) >> BigInt(signalExitCode(signal) - 129)) & 1n) === 1n;
+}
 
 /** A logged step `k` in epoch 2 after which the stop (at k + 1 or k + 2) is mid-epoch too. */
 const inEpoch2 = (k: number) => k >= 9 && k <= 13;
@@ -121,5 +134,25 @@ describe('graceful stop on a signal: resuming bit for bit', function () {
 
   it("2 ranks: Ctrl-C in a terminal (SIGINT to the launcher and both ranks, then the launcher's forwarded copy) is one stop: exit 130", async () => {
     await interruptAndResume([...FLAGS, ...METHODS.nnclr, '--devices', '2'], 'SIGINT');
+  });
+
+  it("2 ranks: the launcher's copy of a signal the ranks already acted on (Ctrl-C reaches them first) does not end them: one graceful stop, exit 130", async () => {
+    const runDir = join(tempDir(), 'run');
+    // A 4096-wide projector: rank 0's checkpoint write takes long enough for the launcher's copy to arrive during the stop.
+    const wide = ['--method-arg', 'projHiddenDim=4096', '--method-arg', 'projOutputDim=4096'];
+    const run = startCli([...FLAGS, ...wide, '--val-every', '0', '--epochs', '20', '--devices', '2', '--run-dir', runDir], { timeoutMs: 240_000 });
+    const started = Date.now();
+    while (!run.done && trainSteps(runDir).length === 0 && Date.now() - started < 200_000) await new Promise((resolve) => setTimeout(resolve, 10));
+    const ranks = readFileSync(`/proc/${run.child.pid}/task/${run.child.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
+    assert.equal(ranks.length, 2);
+    for (const pid of ranks) process.kill(pid, 'SIGINT');
+    // Both ranks handled it (their handlers are gone), then the launcher gets its copy.
+    while (!run.done && ranks.some((pid) => catchesSignal(pid, 'SIGINT')) && Date.now() - started < 200_000)
+      await new Promise((resolve) => setImmediate(resolve));
+    run.child.kill('SIGINT');
+    const r = await run.ended;
+    assert.equal(r.code, 130, r.stderr);
+    assert.equal(readSummary(runDir)?.status, 'interrupted', r.stderr);
+    assert.equal(readSummary(runDir)?.signal, 'SIGINT');
   });
 });
