@@ -220,7 +220,8 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
         if ((code !== 0 || signal !== null) && !firstFailure && !stopping) {
           firstFailure = { rank: localRank, code, signal };
           stopping = true;
-          stopAll('SIGTERM');
+          // A training rank takes SIGTERM as a graceful stop, which cannot finish without the failed rank.
+          for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(listening.has(c) ? 'SIGKILL' : 'SIGTERM');
           const killer = setTimeout(() => stopAll('SIGKILL'), options.killAfterMs ?? 5000);
           killer.unref();
         }
