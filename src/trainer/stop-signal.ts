@@ -112,11 +112,7 @@ export class StopSignal implements StopRequest {
     if (signal) this.received(signal);
   };
 
-  constructor(
-    private readonly target: SignalTarget = processTarget,
-    /** Called once, when the first signal asks for a stop. */
-    private readonly onRequest?: (signal: StopSignalName) => void,
-  ) {}
+  constructor(private readonly target: SignalTarget = processTarget) {}
 
   /** Installs the handlers and returns this; until {@link arm}, a signal ends the process at once. */
   install(): this {
@@ -158,7 +154,6 @@ export class StopSignal implements StopRequest {
     this.first = signal;
     // From now on a signal has its default action: the second one ends the process at once.
     this.removeSignalListeners();
-    this.onRequest?.(signal);
   }
 }
 
