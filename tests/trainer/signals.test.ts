@@ -10,7 +10,7 @@ import { strict as assert } from 'node:assert';
 import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { signalExitCode, STOP_MESSAGE, StopSignal, type SignalTarget, type StopSignalName } from '../../src/trainer/stop-signal.js';
-import { checkpointProgress } from '../helpers/run-files.js';
+import { checkpointProgress, metricsRows } from '../helpers/run-files.js';
 import { runCli, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
 import { readSummary, signalWhenLogged, startCli, trainSteps, type Ended } from '../helpers/signals.js';
 
@@ -169,6 +169,28 @@ describe('graceful stop on a signal', function () {
     const k = await signalWhenLogged(run, runDir, midEpoch, ['SIGINT']);
     assert.ok(k !== undefined, 'the signal was sent during training');
     assertInterrupted(await run.ended, runDir, 'SIGINT', k + 1);
+  });
+
+  it("a signal at an epoch's last step: the epoch end runs first (validation, epoch-1.ckpt), then the stop at that step", async () => {
+    const runDir = join(tempDir(), 'run');
+    const run = startCli([...FLAGS, '--val-every', '1', '--knn-train-samples', '64', '--val-samples', '64', '--epochs', '20', '--run-dir', runDir]);
+    // Step 7 logged, step 8 (the epoch's last) not yet: the stop is agreed at step 8 or at the epoch end after it.
+    const k = await signalWhenLogged(run, runDir, (step) => step === 7, ['SIGTERM']);
+    assert.equal(k, 7, 'the signal was sent at step 7');
+    const r = await run.ended;
+    assert.equal(r.code, 143, r.stderr);
+    const last = join(runDir, 'checkpoints', 'last.ckpt');
+    assert.equal(r.stderr, `ssl-train: interrupted by SIGTERM at step 8 (epoch 1); ${last} saved; resume with --resume auto\n`);
+    assert.deepEqual(checkpointProgress(last), { epoch: 1, step: 8, batchInEpoch: 0 });
+    assert.deepEqual(readdirSync(join(runDir, 'checkpoints')).sort(), ['epoch-1.ckpt', 'last.ckpt']);
+    assert.deepEqual(
+      metricsRows(runDir)
+        .filter((row) => row['val/knn_acc1'] !== undefined)
+        .map((row) => row.step),
+      [8],
+      "the epoch's validation ran",
+    );
+    assert.equal(readSummary(runDir)?.step, 8);
   });
 
   it('a second signal ends the process at once, in the middle of the stop: killed by it, no summary, no interrupted line', async () => {
