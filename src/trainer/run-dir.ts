@@ -9,10 +9,10 @@
  *
  * Other components may keep their own files next to these.
  */
-import { appendFileSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { UserError } from '../core/errors.js';
-import { writeFileAtomic } from './files.js';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { atPath, UserError } from '../core/errors.js';
+import { appendFileReported, writeFileAtomic, writeFileReported } from './files.js';
 
 /** The checkpoint that is rewritten at every checkpoint and at the end of a run. */
 export const LAST_CHECKPOINT = 'last.ckpt';
@@ -46,16 +46,43 @@ export function epochCheckpointName(epoch: number): string {
 }
 
 // ---------------------------------------------------------------------------------------
-// Writing (the directory must exist).
+// Writing (the directory must exist). A failed write throws an `IoFailure` naming the file.
+
+/**
+ * Creates the run directory (and `checkpoints/`) and checks that it can be written, before
+ * anything is trained: a read-only or unwritable `--run-dir` is a bad input (exit code 2),
+ * one line naming it.
+ */
+export function prepareRunDir(runDir: string): void {
+  const { checkpoints } = runDirPaths(runDir);
+  atPath(checkpoints, 'creating', () => createDirectory(checkpoints), 2);
+  for (const dir of [runDir, checkpoints]) atPath(dir, 'writing to', () => accessSync(dir, constants.W_OK), 2);
+}
+
+/**
+ * `mkdir -p dir`. Node's recursive mkdir reports ENOENT when a missing parent cannot be
+ * created (read-only, permissions): each missing folder is then made in turn, so that the
+ * first one that cannot be says why.
+ */
+function createDirectory(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    const parent = dirname(dir);
+    if (parent !== dir && !existsSync(parent)) createDirectory(parent);
+    mkdirSync(dir);
+  }
+}
 
 /** Writes `config.json`. */
 export function writeRunConfig(runDir: string, config: Record<string, unknown>): void {
-  writeFileSync(runDirPaths(runDir).config, `${JSON.stringify(config, null, 2)}\n`);
+  writeFileReported(runDirPaths(runDir).config, `${JSON.stringify(config, null, 2)}\n`);
 }
 
 /** Appends one record to `metrics.jsonl`, stamped with the time. */
 export function appendMetrics(runDir: string, step: number, metrics: Record<string, number>): void {
-  appendFileSync(runDirPaths(runDir).metrics, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
+  appendFileReported(runDirPaths(runDir).metrics, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
 }
 
 /** Writes `summary.json` atomically. */
@@ -72,9 +99,9 @@ export function writeRunSummary(runDir: string, status: 'success' | 'failed', su
  */
 export function rewindRunDir(runDir: string, step: number): void {
   const paths = runDirPaths(runDir);
-  rmSync(paths.summary, { force: true });
+  atPath(paths.summary, 'removing', () => rmSync(paths.summary, { force: true }));
   if (!existsSync(paths.metrics)) return;
-  const lines = readFileSync(paths.metrics, 'utf8')
+  const lines = atPath(paths.metrics, 'reading', () => readFileSync(paths.metrics, 'utf8'))
     .split('\n')
     .filter((l) => l.trim() !== '');
   const kept = lines.filter((line) => {
