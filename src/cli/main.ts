@@ -264,9 +264,22 @@ export async function main(argv: string[]): Promise<number> {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;
       return USER_ERROR_EXIT; // commander already printed its one-line message
     }
+    if (isPeerFailure(error)) await new Promise((resolve) => setTimeout(resolve, PEER_FAILURE_DELAY_MS));
     return reportError(error, program.opts().debug === true || process.env.SSL_ZOO_DEBUG === '1');
   }
 }
+
+/**
+ * In a launched worker: a collective failed because another rank went away. That rank's own
+ * line says why; this one waits {@link PEER_FAILURE_DELAY_MS} before reporting, so that the
+ * launcher hears of the rank that failed first (and stops this one), then prints one line:
+ * not a bug of this process.
+ */
+function isPeerFailure(error: unknown): error is Error {
+  return workerEnv() !== undefined && error instanceof Error && /^ssl-zoo gloo: .*a peer process died/.test(error.message);
+}
+
+const PEER_FAILURE_DELAY_MS = 3000;
 
 /**
  * Prints what stopped the command and returns the exit code. A user error, a failed run and
@@ -283,6 +296,10 @@ function reportError(error: unknown, debug: boolean): number {
   if (io) {
     process.stderr.write(`ssl-train: error: ${io.message}\n${stack}`);
     return io.exitCode;
+  }
+  if (isPeerFailure(error)) {
+    process.stderr.write(`ssl-train: error: ${error.message.split('\n')[0]}\n${stack}`);
+    return 1;
   }
   process.stderr.write(`ssl-train: internal error: ${(error as Error).stack ?? String(error)}\n`);
   return 1;
