@@ -18,7 +18,7 @@ import { getMethodClass } from '../methods/registry.js';
 import { SslTask, type ValidationSettings } from '../methods/task.js';
 import { CALLBACK, ProgressBar, type Callback } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
-import { prepareRunDir } from '../trainer/run-dir.js';
+import { checkRunDirWritable } from '../trainer/run-dir.js';
 import { parseTags } from '../tracking/index.js';
 import { checkStrategyName } from '../trainer/strategy.js';
 import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
@@ -241,7 +241,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const pretrainSet = sampleDataset(train, config.trainSamples, config.seed + 3);
   const localBatch = localBatchSize(config, worldSize, pretrainSet.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-  if (strategy.isGlobalZero) prepareRunDir(runDir);
+  if (strategy.isGlobalZero) checkRunDirWritable(runDir);
   const method = experiment.createMethod();
   if (config.pretrained !== undefined) loadPretrainedBackbone(method, resolvePretrained(config.pretrained, '--pretrained'), '--pretrained');
   checkGradCache(config, method, strategy.isGlobalZero);

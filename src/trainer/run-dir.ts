@@ -9,9 +9,9 @@
  *
  * Other components may keep their own files next to these.
  */
-import { accessSync, constants, existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { atPath, UserError } from '../core/errors.js';
+import { accessSync, constants, existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { atPath, IoFailure, UserError } from '../core/errors.js';
 import { appendFileReported, writeFileAtomic, writeFileReported } from './files.js';
 
 /** The checkpoint that is rewritten at every checkpoint and at the end of a run. */
@@ -49,30 +49,21 @@ export function epochCheckpointName(epoch: number): string {
 // Writing (the directory must exist). A failed write throws an `IoFailure` naming the file.
 
 /**
- * Creates the run directory (and `checkpoints/`) and checks that it can be written, before
- * anything is trained: a read-only or unwritable `--run-dir` is a bad input (exit code 2),
- * one line naming it.
+ * Checks, before anything is trained and without creating anything, that the run directory
+ * can be written: its folders that exist (the run directory and `checkpoints/`), else the
+ * nearest existing folder above it, where it would be created. A read-only, unwritable or
+ * impossible `--run-dir` is a bad input (exit code 2): an `IoFailure` naming it.
  */
-export function prepareRunDir(runDir: string): void {
-  const { checkpoints } = runDirPaths(runDir);
-  atPath(checkpoints, 'creating', () => createDirectory(checkpoints), 2);
-  for (const dir of [runDir, checkpoints]) atPath(dir, 'writing to', () => accessSync(dir, constants.W_OK), 2);
-}
-
-/**
- * `mkdir -p dir`. Node's recursive mkdir reports ENOENT when a missing parent cannot be
- * created (read-only, permissions): each missing folder is then made in turn, so that the
- * first one that cannot be says why.
- */
-function createDirectory(dir: string): void {
-  try {
-    mkdirSync(dir, { recursive: true });
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    const parent = dirname(dir);
-    if (parent !== dir && !existsSync(parent)) createDirectory(parent);
-    mkdirSync(dir);
+export function checkRunDirWritable(runDir: string): void {
+  let above = resolve(runDir);
+  while (!existsSync(above) && dirname(above) !== above) above = dirname(above);
+  if (!statSync(above).isDirectory()) throw new IoFailure(runDir, 'creating', 'ENOTDIR', 'not a directory', 2);
+  if (above !== resolve(runDir)) {
+    atPath(runDir, 'creating', () => accessSync(above, constants.W_OK), 2);
+    return;
   }
+  const { checkpoints } = runDirPaths(runDir);
+  for (const dir of existsSync(checkpoints) ? [runDir, checkpoints] : [runDir]) atPath(dir, 'writing to', () => accessSync(dir, constants.W_OK), 2);
 }
 
 /** Writes `config.json`. */

@@ -96,15 +96,15 @@ describe('I/O errors (CLI)', function () {
 
   it('a run directory that cannot be written is a one-line user error before training (read-only, not a folder)', () => {
     const runDir = join(dir, 'readonly');
-    const readOnly = run(tinyRun(runDir), { failWrites: { pattern: `^${runDir}`, code: 'EROFS', atOpen: true } });
+    const readOnly = run(tinyRun(runDir), { failWrites: { pattern: `^${dir}$`, code: 'EROFS', atOpen: true } });
     assert.equal(readOnly.status, 2, readOnly.stderr);
-    assert.deepEqual(errorLines(readOnly.stderr), [`ssl-train: error: read-only file system while creating ${join(runDir, 'checkpoints')}`]);
+    assert.deepEqual(errorLines(readOnly.stderr), [`ssl-train: error: read-only file system while creating ${runDir}`]);
 
     const file = join(dir, 'a-file');
     writeFileSync(file, 'not a folder');
     const notFolder = run(tinyRun(join(file, 'run')));
     assert.equal(notFolder.status, 2, notFolder.stderr);
-    assert.deepEqual(errorLines(notFolder.stderr), [`ssl-train: error: not a directory while creating ${join(file, 'run', 'checkpoints')}`]);
+    assert.deepEqual(errorLines(notFolder.stderr), [`ssl-train: error: not a directory while creating ${join(file, 'run')}`]);
   });
 
   it('an unreadable --config file is a one-line user error', () => {
@@ -175,7 +175,15 @@ describe('I/O errors (CLI)', function () {
       const runDir = join(mountPoint, 'run');
       const out = run(tinyRun(runDir));
       assert.equal(out.status, 2, out.stderr);
-      assert.deepEqual(errorLines(out.stderr), [`ssl-train: error: read-only file system while creating ${join(runDir, 'checkpoints')}`]);
+      assert.deepEqual(errorLines(out.stderr), [`ssl-train: error: read-only file system while creating ${runDir}`]);
+
+      // A run directory that exists, on a file system remounted read-only.
+      execFileSync('mount', ['-o', 'remount,rw', mountPoint]);
+      mkdirSync(runDir);
+      execFileSync('mount', ['-o', 'remount,ro', mountPoint]);
+      const existing = run(tinyRun(runDir));
+      assert.equal(existing.status, 2, existing.stderr);
+      assert.deepEqual(errorLines(existing.stderr), [`ssl-train: error: read-only file system while writing to ${runDir}`]);
     });
   });
 });
