@@ -286,7 +286,7 @@ const PEER_FAILURE_DELAY_MS = 3000;
  * an environment error (disk full, permissions, a vanished file) are one line; `debug` adds
  * their stack trace. Anything else is a bug and always prints its stack.
  */
-function reportError(error: unknown, debug: boolean): number {
+export function reportError(error: unknown, debug: boolean): number {
   const stack = debug && error instanceof Error && error.stack ? `${error.stack}\n` : '';
   if (error instanceof UserError || error instanceof TrainingFailure) {
     process.stderr.write(`ssl-train: error: ${error.message}\n${stack}`);

@@ -25,7 +25,7 @@ export function writeFileAtomic(path: string, chunks: Array<Uint8Array | string>
     renameSync(tmp, path);
   } catch (e) {
     if (fd !== undefined) closeQuietly(fd);
-    rmSync(tmp, { force: true });
+    removeQuietly(tmp);
     throw asIoFailure(e, path, 'writing');
   }
   syncDirectory(dirname(path));
@@ -41,11 +41,20 @@ export function appendFileReported(path: string, data: string): void {
   atPath(path, 'writing', () => appendFileSync(path, data));
 }
 
+// After a failed write: that error is the one reported, not one of the clean-up.
 function closeQuietly(fd: number): void {
   try {
     closeSync(fd);
   } catch {
-    // The write already failed; that error is the one reported.
+    // See above.
+  }
+}
+
+function removeQuietly(tmp: string): void {
+  try {
+    rmSync(tmp, { force: true });
+  } catch {
+    // See above (e.g. a folder of that name, which is not ours).
   }
 }
 
