@@ -107,6 +107,15 @@ describe('I/O errors (CLI)', function () {
     assert.deepEqual(errorLines(notFolder.stderr), [`ssl-train: error: not a directory while creating ${join(file, 'run')}`]);
   });
 
+  it('a run directory removed mid-run: one line naming the file, exit 1', () => {
+    const runDir = join(dir, 'run');
+    const out = run(tinyRun(runDir), { removeWhenWritten: { pattern: 'metrics\\.jsonl$', paths: [runDir], nth: 4 } });
+    assert.equal(out.status, 1, out.stderr);
+    assert.deepEqual(errorLines(out.stderr), [
+      `ssl-train: error: no such file or directory while writing ${join(runDir, 'metrics.jsonl')}; the last good checkpoint is ${join(runDir, 'checkpoints', 'last.ckpt')} (step 2)`,
+    ]);
+  });
+
   it('an unreadable --config file is a one-line user error', () => {
     const folder = join(dir, 'config.yaml');
     mkdirSync(folder);
