@@ -192,6 +192,9 @@ export class TrainConfig {
   @Flag('<n>', 'training images in the kNN memory (0: all)') @IsInt() @Min(0) knnTrainSamples = 10000;
   @Flag('<n>', 'validation images to evaluate (0: all)') @IsInt() @Min(0) valSamples = 0;
   @Flag('<n>', 'augmentation worker threads (0: none)') @IsInt() @Min(0) @Max(64) workers = 1;
+  /** Checked by `parseBadSamplesLimit` (src/data/bad-samples.ts). */
+  @Flag('<n|p%>', 'unreadable training images skipped (with a warning each) before the run stops: a count, or a percentage of the training set')
+  maxBadSamples: string | number = '1%';
 
   @Flag('<name>', 'local (the run directory) or wandb (Weights & Biases too; the run directory is always written)')
   @IsIn(['local', 'wandb'])

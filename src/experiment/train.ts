@@ -10,6 +10,7 @@ import { invalidValue, UserError } from '../core/errors.js';
 import { transformerBlocks } from '../core/transformer.js';
 import { formatCrops } from '../data/augment/crops.js';
 import { evalTransform } from '../data/augment/recipes.js';
+import { badSamplesAllowed, parseBadSamplesLimit } from '../data/bad-samples.js';
 import { sampleDataset } from '../data/dataset.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
 import { hasBatchNorm, type BaseMethod } from '../methods/base.js';
@@ -17,6 +18,7 @@ import { getMethodClass } from '../methods/registry.js';
 import { SslTask, type ValidationSettings } from '../methods/task.js';
 import { CALLBACK, ProgressBar, type Callback } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
+import { checkRunDirWritable } from '../trainer/run-dir.js';
 import { parseTags } from '../tracking/index.js';
 import { checkStrategyName } from '../trainer/strategy.js';
 import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
@@ -226,6 +228,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const engine = await initEngine(request.backend, request.gpu);
   checkFolderFlags(config);
   checkMethodLabels(config);
+  const badSamplesLimit = parseBadSamplesLimit(config.maxBadSamples);
   const experiment: Experiment = config.dataset === 'folder' ? await prepareFolderExperiment(config, warnSkippedFile) : prepareExperiment(config);
   const { train, optim } = experiment;
   const selected = await registerRunStrategy(scope, config, options.worker);
@@ -238,6 +241,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const pretrainSet = sampleDataset(train, config.trainSamples, config.seed + 3);
   const localBatch = localBatchSize(config, worldSize, pretrainSet.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  if (strategy.isGlobalZero) checkRunDirWritable(runDir);
   const method = experiment.createMethod();
   if (config.pretrained !== undefined) loadPretrainedBackbone(method, resolvePretrained(config.pretrained, '--pretrained'), '--pretrained');
   checkGradCache(config, method, strategy.isGlobalZero);
@@ -254,6 +258,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     dropLast: config.dropLast,
     workers: config.workers,
     onSkip: (file) => warnSkippedFile(file.path, `${file.reason} (unreadable files so far: ${loader.skippedFiles})`),
+    maxSkippedFiles: badSamplesAllowed(badSamplesLimit, pretrainSet.length),
   });
   const task = new SslTask(method, { ...optim, globalBatch: config.batchSize }, validationSettings(config, experiment, localBatch), config.gradCacheChunk);
 

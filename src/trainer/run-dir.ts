@@ -9,10 +9,10 @@
  *
  * Other components may keep their own files next to these.
  */
-import { appendFileSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { UserError } from '../core/errors.js';
-import { writeFileAtomic } from './files.js';
+import { accessSync, constants, existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { atPath, IoFailure, UserError } from '../core/errors.js';
+import { appendFileReported, writeFileAtomic, writeFileReported } from './files.js';
 
 /** The checkpoint that is rewritten at every checkpoint and at the end of a run. */
 export const LAST_CHECKPOINT = 'last.ckpt';
@@ -46,16 +46,34 @@ export function epochCheckpointName(epoch: number): string {
 }
 
 // ---------------------------------------------------------------------------------------
-// Writing (the directory must exist).
+// Writing (the directory must exist). A failed write throws an `IoFailure` naming the file.
+
+/**
+ * Checks, before anything is trained and without creating anything, that the run directory
+ * can be written: its folders that exist (the run directory and `checkpoints/`), else the
+ * nearest existing folder above it, where it would be created. A read-only, unwritable or
+ * impossible `--run-dir` is a bad input (exit code 2): an `IoFailure` naming it.
+ */
+export function checkRunDirWritable(runDir: string): void {
+  let above = resolve(runDir);
+  while (!existsSync(above) && dirname(above) !== above) above = dirname(above);
+  if (!statSync(above).isDirectory()) throw new IoFailure(runDir, 'creating', 'ENOTDIR', 'not a directory', 2);
+  if (above !== resolve(runDir)) {
+    atPath(runDir, 'creating', () => accessSync(above, constants.W_OK), 2);
+    return;
+  }
+  const { checkpoints } = runDirPaths(runDir);
+  for (const dir of existsSync(checkpoints) ? [runDir, checkpoints] : [runDir]) atPath(dir, 'writing to', () => accessSync(dir, constants.W_OK), 2);
+}
 
 /** Writes `config.json`. */
 export function writeRunConfig(runDir: string, config: Record<string, unknown>): void {
-  writeFileSync(runDirPaths(runDir).config, `${JSON.stringify(config, null, 2)}\n`);
+  writeFileReported(runDirPaths(runDir).config, `${JSON.stringify(config, null, 2)}\n`);
 }
 
 /** Appends one record to `metrics.jsonl`, stamped with the time. */
 export function appendMetrics(runDir: string, step: number, metrics: Record<string, number>): void {
-  appendFileSync(runDirPaths(runDir).metrics, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
+  appendFileReported(runDirPaths(runDir).metrics, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
 }
 
 /** Writes `summary.json` atomically. */
@@ -72,9 +90,9 @@ export function writeRunSummary(runDir: string, status: 'success' | 'failed', su
  */
 export function rewindRunDir(runDir: string, step: number): void {
   const paths = runDirPaths(runDir);
-  rmSync(paths.summary, { force: true });
+  atPath(paths.summary, 'removing', () => rmSync(paths.summary, { force: true }));
   if (!existsSync(paths.metrics)) return;
-  const lines = readFileSync(paths.metrics, 'utf8')
+  const lines = atPath(paths.metrics, 'reading', () => readFileSync(paths.metrics, 'utf8'))
     .split('\n')
     .filter((l) => l.trim() !== '');
   const kept = lines.filter((line) => {
