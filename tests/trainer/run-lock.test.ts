@@ -1,0 +1,175 @@
+/**
+ * The run directory's lock (src/trainer/run-lock.ts): acquire and release, a lock held by a
+ * live process, a stale one, one from another host, an unreadable one, and two (or more)
+ * processes taking over the same stale lock at once: exactly one wins.
+ */
+import { strict as assert } from 'node:assert';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { UserError } from '../../src/core/errors.js';
+import { acquireRunLock, checkRunDirFree, readRunLock, removeLockIfUnchanged, runLockPath, type RunLockHolder } from '../../src/trainer/run-lock.js';
+import { tempDir } from '../helpers/run.js';
+
+const TAKER = fileURLToPath(new URL('./run-lock-taker.js', import.meta.url));
+
+/** A pid that no process has any more (a process that ran and exited). */
+export function deadPid(): number {
+  const pid = spawnSync('true').pid;
+  assert.ok(pid !== undefined && pid > 0);
+  return pid;
+}
+
+/** Writes the lock of `runDir` as a run with `pid` on `host` would have. */
+export function writeLock(runDir: string, pid: number, host = hostname(), command = 'ssl-train --method simclr --run-dir x'): void {
+  mkdirSync(runDir, { recursive: true });
+  const holder: RunLockHolder = { pid, host, startedAt: new Date().toISOString(), command, token: `fake-${pid}` };
+  writeFileSync(runLockPath(runDir), JSON.stringify(holder));
+}
+
+function collectWarnings(): { warnings: string[]; warn: (line: string) => void } {
+  const warnings: string[] = [];
+  return { warnings, warn: (line) => warnings.push(line) };
+}
+
+describe('run directory lock', () => {
+  it('is taken with pid, host, start time and command, refuses a second taker, and is released', () => {
+    const dir = join(tempDir(), 'run');
+    const lock = acquireRunLock(dir, { command: 'ssl-train --method byol' });
+    const holder = readRunLock(dir);
+    assert.equal(holder?.pid, process.pid);
+    assert.equal(holder?.host, hostname());
+    assert.equal(holder?.command, 'ssl-train --method byol');
+    assert.ok(Math.abs(Date.parse(holder.startedAt) - Date.now()) < 60_000);
+    assert.throws(
+      () => acquireRunLock(dir),
+      (e: unknown) =>
+        e instanceof UserError &&
+        new RegExp(
+          `^run directory ${dir} is in use by pid ${process.pid} on host ${hostname()} since \\d\\d:\\d\\d:\\d\\d \\(ssl-train --method byol\\); wait for it, or pass --force-unlock if that run is gone$`,
+        ).test(e.message),
+    );
+    assert.throws(() => checkRunDirFree(dir), /is in use by pid/);
+    lock.release();
+    assert.equal(existsSync(runLockPath(dir)), false);
+    assert.equal(existsSync(dir), false, 'the directory the lock created stays only when the run wrote into it');
+    checkRunDirFree(dir);
+  });
+
+  it('keeps a directory that holds files, and keeps a lock another run took over', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'config.json'), '{}\n');
+    const first = acquireRunLock(dir);
+    const { warnings, warn } = collectWarnings();
+    const second = acquireRunLock(dir, { forceUnlock: true, warn });
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0], new RegExp(`^ssl-train: warning: --force-unlock: taking over the lock of run directory ${dir} from pid ${process.pid} on host`));
+    first.release();
+    assert.equal(readRunLock(dir)?.token, second.holder.token, "the first run's release leaves the second run's lock");
+    second.release();
+    assert.equal(existsSync(runLockPath(dir)), false);
+    assert.ok(existsSync(join(dir, 'config.json')));
+  });
+
+  it('takes over a stale lock (dead pid on this host) with one warning', () => {
+    const dir = tempDir();
+    const pid = deadPid();
+    writeLock(dir, pid);
+    checkRunDirFree(dir); // stale: no obstacle
+    const { warnings, warn } = collectWarnings();
+    const lock = acquireRunLock(dir, { warn });
+    assert.deepEqual(warnings.length, 1);
+    assert.match(
+      warnings[0],
+      new RegExp(`^ssl-train: warning: run directory ${dir}: taking over the lock of pid ${pid} on host .*, which is no longer running$`),
+    );
+    assert.equal(readRunLock(dir)?.pid, process.pid);
+    lock.release();
+  });
+
+  it('respects a lock from another host unless forced', () => {
+    const dir = tempDir();
+    writeLock(dir, deadPid(), 'other-host.invalid');
+    const before = readFileSync(runLockPath(dir), 'utf8');
+    assert.throws(
+      () => acquireRunLock(dir),
+      /is in use by pid \d+ on host other-host\.invalid since .* \(another host: whether it still runs cannot be checked from here\); wait for it, or pass --force-unlock/,
+    );
+    assert.throws(() => checkRunDirFree(dir), /on host other-host\.invalid/);
+    assert.equal(readFileSync(runLockPath(dir), 'utf8'), before, 'a refused run leaves the lock as it was');
+    checkRunDirFree(dir, { forceUnlock: true });
+    const { warnings, warn } = collectWarnings();
+    const lock = acquireRunLock(dir, { forceUnlock: true, warn });
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0], /--force-unlock: taking over the lock .* on host other-host\.invalid/);
+    lock.release();
+  });
+
+  it('refuses an unreadable lock file (it names no holder) unless forced', () => {
+    const dir = tempDir();
+    writeFileSync(runLockPath(dir), '');
+    assert.throws(() => acquireRunLock(dir), /is locked by .*ssl-train\.lock, which names no holder .*; pass --force-unlock if no run is using it/);
+    const { warnings, warn } = collectWarnings();
+    acquireRunLock(dir, { forceUnlock: true, warn }).release();
+    assert.match(warnings[0], /taking over the lock of run directory .* from an unreadable lock file/);
+  });
+
+  it('takes over a stale lock only while it is unchanged (two takers interleaved)', () => {
+    const dir = tempDir();
+    writeLock(dir, deadPid());
+    const path = runLockPath(dir);
+    const stale = readFileSync(path, 'utf8'); // taker B judges it stale here ...
+    const a = acquireRunLock(dir, { warn: () => {} }); // ... taker A takes it over first
+    const held = readFileSync(path, 'utf8');
+    assert.equal(removeLockIfUnchanged(path, stale, 'taker-b'), false, "B must not remove A's lock");
+    assert.equal(readFileSync(path, 'utf8'), held, "A's lock is back in place");
+    assert.throws(() => acquireRunLock(dir), /is in use by pid/, 'B, going round again, finds A alive');
+    a.release();
+    // The lock moved away by the other taker between B's read and B's removal: nothing to remove.
+    writeLock(dir, deadPid());
+    const seen = readFileSync(path, 'utf8');
+    assert.equal(removeLockIfUnchanged(path, seen, 'taker-a'), true);
+    assert.equal(existsSync(path), false);
+    assert.equal(removeLockIfUnchanged(path, seen, 'taker-b'), false);
+    assert.deepEqual(
+      readdirSync(dir).filter((n) => n.startsWith('ssl-train.lock')),
+      [],
+      'no temporary or moved lock file is left behind',
+    );
+  });
+
+  it('lets exactly one of several processes take over the same stale lock at once', async function () {
+    this.timeout(60_000);
+    const TAKERS = 4;
+    for (let round = 0; round < 3; round++) {
+      const dir = tempDir();
+      writeLock(dir, deadPid());
+      const startAt = Date.now() + 1500; // after every taker has loaded its modules
+      const outputs = await Promise.all(
+        Array.from(
+          { length: TAKERS },
+          () =>
+            new Promise<string>((resolve) => {
+              const child = spawn(process.execPath, [TAKER, dir, String(startAt), '1500'], { stdio: ['ignore', 'pipe', 'inherit'] });
+              let out = '';
+              child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+              child.on('exit', () => resolve(out));
+            }),
+        ),
+      );
+      const results = outputs.map((o) => JSON.parse(o) as { won: boolean; warnings: string[]; error?: string });
+      const winners = results.filter((r) => r.won);
+      assert.equal(winners.length, 1, `round ${round}: ${outputs.join('')}`);
+      // The winner says it took over the stale lock when it removed it itself (it may have
+      // found it removed by a taker that then lost the race); a loser says nothing of it.
+      assert.ok(winners[0].warnings.length <= 1);
+      for (const loser of results.filter((r) => !r.won)) {
+        assert.match(loser.error ?? '', /is in use by pid \d+ .*\(run-lock-taker\)/);
+        assert.deepEqual(loser.warnings, []);
+      }
+      assert.equal(existsSync(runLockPath(dir)), false, 'the winner released it');
+    }
+  });
+});
