@@ -4,30 +4,18 @@
  * processes taking over the same stale lock at once: exactly one wins.
  */
 import { strict as assert } from 'node:assert';
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UserError } from '../../src/core/errors.js';
-import { acquireRunLock, checkRunDirFree, readRunLock, removeLockIfUnchanged, runLockPath, type RunLockHolder } from '../../src/trainer/run-lock.js';
+import { parseMetricsJsonl } from '../../src/trainer/run-dir.js';
+import { acquireRunLock, checkRunDirFree, readRunLock, removeLockIfUnchanged, runLockPath } from '../../src/trainer/run-lock.js';
+import { deadPid, writeLock } from '../helpers/run-lock.js';
 import { tempDir } from '../helpers/run.js';
 
 const TAKER = fileURLToPath(new URL('./run-lock-taker.js', import.meta.url));
-
-/** A pid that no process has any more (a process that ran and exited). */
-export function deadPid(): number {
-  const pid = spawnSync('true').pid;
-  assert.ok(pid !== undefined && pid > 0);
-  return pid;
-}
-
-/** Writes the lock of `runDir` as a run with `pid` on `host` would have. */
-export function writeLock(runDir: string, pid: number, host = hostname(), command = 'ssl-train --method simclr --run-dir x'): void {
-  mkdirSync(runDir, { recursive: true });
-  const holder: RunLockHolder = { pid, host, startedAt: new Date().toISOString(), command, token: `fake-${pid}` };
-  writeFileSync(runLockPath(runDir), JSON.stringify(holder));
-}
 
 function collectWarnings(): { warnings: string[]; warn: (line: string) => void } {
   const warnings: string[] = [];
@@ -171,5 +159,23 @@ describe('run directory lock', () => {
       }
       assert.equal(existsSync(runLockPath(dir)), false, 'the winner released it');
     }
+  });
+});
+
+describe('metrics.jsonl read while a run appends to it', () => {
+  it('leaves out a last line without its newline that is not JSON yet, and only that', () => {
+    const rows = parseMetricsJsonl('{"step": 1, "train/loss": 2}\n{"step": 2, "train/lo', 'm.jsonl');
+    assert.deepEqual(
+      rows.map((r) => r.step),
+      [1],
+    );
+    // Complete but for its newline: kept.
+    assert.deepEqual(
+      parseMetricsJsonl('{"step": 1}\n{"step": 2, "train/loss": 3}', 'm.jsonl').map((r) => r.values),
+      [{}, { 'train/loss': 3 }],
+    );
+    // A line ended by its newline is finished: malformed is an error, last or not.
+    assert.throws(() => parseMetricsJsonl('{"step": 1}\n{"step": 2, "tr\n', 'm.jsonl'), /m\.jsonl:2: not a JSON object/);
+    assert.throws(() => parseMetricsJsonl('{"step": 1, "tr\n{"step": 2}', 'm.jsonl'), /m\.jsonl:1: not a JSON object/);
   });
 });
