@@ -52,6 +52,8 @@ export interface RunLockOptions {
   command?: string;
   /** Where takeover warnings go (default stderr, one line each). */
   warn?: (line: string) => void;
+  /** What a refusal tells the user to do when the holder is gone (default `pass --force-unlock`). */
+  unlockHint?: string;
 }
 
 /** How many times acquiring goes round (create, find a stale lock, take it over) before giving up. */
@@ -143,14 +145,14 @@ function describeHolder(holder: RunLockHolder): string {
 }
 
 /** The one-line refusal of a run into a directory whose lock is held. */
-function inUseError(runDir: string, holder: RunLockHolder | undefined, state: HolderState): UserError {
+function inUseError(runDir: string, holder: RunLockHolder | undefined, state: HolderState, unlockHint = 'pass --force-unlock'): UserError {
   if (!holder) {
     return new UserError(
-      `run directory ${runDir} is locked by ${runLockPath(runDir)}, which names no holder (empty or not written by ssl-train); pass --force-unlock if no run is using it`,
+      `run directory ${runDir} is locked by ${runLockPath(runDir)}, which names no holder (empty or not written by ssl-train); ${unlockHint} if no run is using it`,
     );
   }
   const where = state === 'foreign' ? ' (another host: whether it still runs cannot be checked from here)' : '';
-  return new UserError(`run directory ${runDir} is in use by ${describeHolder(holder)}${where}; wait for it, or pass --force-unlock if that run is gone`);
+  return new UserError(`run directory ${runDir} is in use by ${describeHolder(holder)}${where}; wait for it, or ${unlockHint} if that run is gone`);
 }
 
 /**
@@ -164,7 +166,7 @@ export function checkRunDirFree(runDir: string, options: RunLockOptions = {}): v
   if (text === undefined) return;
   const holder = parseRunLock(text);
   const state = holderState(holder);
-  if (state !== 'dead') throw inUseError(runDir, holder, state);
+  if (state !== 'dead') throw inUseError(runDir, holder, state, options.unlockHint);
 }
 
 /** Creates the lock file holding `text`, atomically; false when a lock file exists. */
@@ -248,7 +250,7 @@ export function acquireRunLock(runDir: string, options: RunLockOptions = {}): Ru
     if (seen === undefined) continue; // released or moved meanwhile: try again
     const previous = parseRunLock(seen);
     const state = holderState(previous);
-    if (state !== 'dead' && !options.forceUnlock) throw inUseError(runDir, previous, state);
+    if (state !== 'dead' && !options.forceUnlock) throw inUseError(runDir, previous, state, options.unlockHint);
     if (!removeLockIfUnchanged(path, seen, token)) continue;
     const who = previous ? describeHolder(previous) : 'an unreadable lock file';
     takeover =

@@ -3,8 +3,8 @@
  * a second run (fresh, `--resume auto`, `--devices 2`) into the directory of a running
  * run is refused with one line, exit 2, and changes no file; the lock of a run killed with
  * SIGKILL is taken over with a warning; a lock from another host is respected unless
- * `--force-unlock`; readers (`compare`, `export`) work on a locked run whose last
- * `metrics.jsonl` line is being written.
+ * `--force-unlock`; readers (`compare`, `export`, `linear`) work on a locked run whose last
+ * `metrics.jsonl` line is being written, and `linear` refuses to write into it.
  */
 import { strict as assert } from 'node:assert';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -107,7 +107,10 @@ describe('ssl-train into a run directory another run is using', function () {
     assert.equal(existsSync(runLockPath(dir)), false);
   });
 
-  it('lets compare and export read a locked run whose last metrics line is being written', () => {
+  it('lets compare, export and linear read a locked run whose last metrics line is being written; linear does not write into it', () => {
+    const dir = join(root, 'read-while-running');
+    const run = runCli([...SHORT, '--run-dir', dir], 60_000);
+    assert.equal(run.status, 0, run.stderr);
     const holder = spawn('sleep', ['120'], { stdio: 'ignore' });
     try {
       writeLock(dir, holder.pid as number);
@@ -120,6 +123,15 @@ describe('ssl-train into a run directory another run is using', function () {
       const exported = runCli(['export', dir, '--format', 'tfjs', '--out', join(root, 'export')], 60_000);
       assert.equal(exported.status, 0, exported.stderr);
       assert.match(exported.stdout, /"files":\["model\.json"/);
+      const linearDir = join(root, 'linear');
+      const linear = runCli(['linear', dir, '--epochs', '1', '--batch-size', '32', '--run-dir', linearDir], 60_000);
+      assert.equal(linear.status, 0, linear.stderr);
+      assert.equal(existsSync(runLockPath(linearDir)), false, "linear's own run directory is locked while it runs, then released");
+      // Linear evaluation locks the run directory it writes: pointed at the running run's, it is refused.
+      assertRefused(
+        runCli(['linear', dir, '--epochs', '1', '--batch-size', '32', '--run-dir', dir, '--resume', 'auto'], 60_000),
+        new RegExp(`is in use by pid ${holder.pid} .*; wait for it, or delete ${runLockPath(dir)} if that run is gone$`),
+      );
       assert.deepEqual(checksums(dir), before, 'the readers write nothing into the run directory');
     } finally {
       holder.kill();
