@@ -15,6 +15,8 @@
  *
  * Readers (`compare`, `knn`, `linear`, `embed`, `export`) take no lock: checkpoints are
  * replaced atomically, and they ignore a `metrics.jsonl` line still being appended.
+ * `wandb-sync`, which writes `wandb.json` as a running run's W&B logger does, refuses a run
+ * whose lock is held ({@link checkRunDirFree}).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -54,6 +56,8 @@ export interface RunLockOptions {
   warn?: (line: string) => void;
   /** What a refusal tells the user to do when the holder is gone (default `pass --force-unlock`). */
   unlockHint?: string;
+  /** The command a refusal's message starts with (`wandb-sync: run directory ...`); none by default. */
+  context?: string;
 }
 
 /** How many times acquiring goes round (create, find a stale lock, take it over) before giving up. */
@@ -145,14 +149,16 @@ function describeHolder(holder: RunLockHolder): string {
 }
 
 /** The one-line refusal of a run into a directory whose lock is held. */
-function inUseError(runDir: string, holder: RunLockHolder | undefined, state: HolderState, unlockHint = 'pass --force-unlock'): UserError {
+function inUseError(runDir: string, holder: RunLockHolder | undefined, state: HolderState, options: RunLockOptions): UserError {
+  const { unlockHint = 'pass --force-unlock', context } = options;
+  const prefix = context === undefined ? '' : `${context}: `;
   if (!holder) {
     return new UserError(
-      `run directory ${runDir} is locked by ${runLockPath(runDir)}, which names no holder (empty or not written by ssl-train); ${unlockHint} if no run is using it`,
+      `${prefix}run directory ${runDir} is locked by ${runLockPath(runDir)}, which names no holder (empty or not written by ssl-train); ${unlockHint} if no run is using it`,
     );
   }
   const where = state === 'foreign' ? ' (another host: whether it still runs cannot be checked from here)' : '';
-  return new UserError(`run directory ${runDir} is in use by ${describeHolder(holder)}${where}; wait for it, or ${unlockHint} if that run is gone`);
+  return new UserError(`${prefix}run directory ${runDir} is in use by ${describeHolder(holder)}${where}; wait for it, or ${unlockHint} if that run is gone`);
 }
 
 /**
@@ -166,7 +172,7 @@ export function checkRunDirFree(runDir: string, options: RunLockOptions = {}): v
   if (text === undefined) return;
   const holder = parseRunLock(text);
   const state = holderState(holder);
-  if (state !== 'dead') throw inUseError(runDir, holder, state, options.unlockHint);
+  if (state !== 'dead') throw inUseError(runDir, holder, state, options);
 }
 
 /** Creates the lock file holding `text`, atomically; false when a lock file exists. */
@@ -250,7 +256,7 @@ export function acquireRunLock(runDir: string, options: RunLockOptions = {}): Ru
     if (seen === undefined) continue; // released or moved meanwhile: try again
     const previous = parseRunLock(seen);
     const state = holderState(previous);
-    if (state !== 'dead' && !options.forceUnlock) throw inUseError(runDir, previous, state, options.unlockHint);
+    if (state !== 'dead' && !options.forceUnlock) throw inUseError(runDir, previous, state, options);
     if (!removeLockIfUnchanged(path, seen, token)) continue;
     const who = previous ? describeHolder(previous) : 'an unreadable lock file';
     takeover =

@@ -4,7 +4,7 @@
  * run is refused with one line, exit 2, and changes no file; the lock of a run killed with
  * SIGKILL is taken over with a warning; a lock from another host is respected unless
  * `--force-unlock`; readers (`compare`, `export`, `linear`) work on a locked run whose last
- * `metrics.jsonl` line is being written, and `linear` refuses to write into it.
+ * `metrics.jsonl` line is being written; `linear` and `wandb-sync` refuse to write into it.
  */
 import { strict as assert } from 'node:assert';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -107,15 +107,23 @@ describe('ssl-train into a run directory another run is using', function () {
     assert.equal(existsSync(runLockPath(dir)), false);
   });
 
-  it('lets compare, export and linear read a locked run whose last metrics line is being written; linear does not write into it', () => {
+  describe('readers of a locked run whose last metrics line is being written', () => {
     const dir = join(root, 'read-while-running');
-    const run = runCli([...SHORT, '--run-dir', dir], 60_000);
-    assert.equal(run.status, 0, run.stderr);
-    const holder = spawn('sleep', ['120'], { stdio: 'ignore' });
-    try {
+    let holder: ChildProcess | undefined;
+    let unchanged: Record<string, string>;
+
+    before(() => {
+      const run = runCli([...SHORT, '--run-dir', dir], 60_000);
+      assert.equal(run.status, 0, run.stderr);
+      holder = spawn('sleep', ['120'], { stdio: 'ignore' });
       writeLock(dir, holder.pid as number);
       appendFileSync(join(dir, 'metrics.jsonl'), '{"step": 3, "time": 17'); // a row being appended
-      const before = checksums(dir);
+      unchanged = checksums(dir);
+    });
+    afterEach(() => assert.deepEqual(checksums(dir), unchanged, 'nothing in the run directory changed'));
+    after(() => holder?.kill());
+
+    it('compare and export read it', () => {
       const out = join(root, 'report');
       const compare = runCli(['compare', dir, '--out', out, '--no-embeddings'], 60_000);
       assert.equal(compare.status, 0, compare.stderr);
@@ -123,6 +131,9 @@ describe('ssl-train into a run directory another run is using', function () {
       const exported = runCli(['export', dir, '--format', 'tfjs', '--out', join(root, 'export')], 60_000);
       assert.equal(exported.status, 0, exported.stderr);
       assert.match(exported.stdout, /"files":\["model\.json"/);
+    });
+
+    it('linear reads it into its own run directory, and refuses to write into it', () => {
       const linearDir = join(root, 'linear');
       const linear = runCli(['linear', dir, '--epochs', '1', '--batch-size', '32', '--run-dir', linearDir], 60_000);
       assert.equal(linear.status, 0, linear.stderr);
@@ -130,11 +141,15 @@ describe('ssl-train into a run directory another run is using', function () {
       // Linear evaluation locks the run directory it writes: pointed at the running run's, it is refused.
       assertRefused(
         runCli(['linear', dir, '--epochs', '1', '--batch-size', '32', '--run-dir', dir, '--resume', 'auto'], 60_000),
-        new RegExp(`is in use by pid ${holder.pid} .*; wait for it, or delete ${runLockPath(dir)} if that run is gone$`),
+        new RegExp(`is in use by pid ${holder?.pid} .*; wait for it, or delete ${runLockPath(dir)} if that run is gone$`),
       );
-      assert.deepEqual(checksums(dir), before, 'the readers write nothing into the run directory');
-    } finally {
-      holder.kill();
-    }
+    });
+
+    it('wandb-sync, which writes wandb.json as the running run does, waits for the run to end', () => {
+      assertRefused(
+        runCli(['wandb-sync', dir], 60_000, { WANDB_API_KEY: 'x'.repeat(40), WANDB_BASE_URL: 'http://127.0.0.1:9' }),
+        new RegExp(`^ssl-train: error: wandb-sync: run directory ${dir} is in use by pid ${holder?.pid} `),
+      );
+    });
   });
 });
