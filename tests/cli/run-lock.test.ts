@@ -8,7 +8,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, existsSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { readRunLock, runLockPath } from '../../src/trainer/run-lock.js';
@@ -105,6 +105,16 @@ describe('ssl-train into a run directory another run is using', function () {
     assert.equal(status, 0, stderr);
     assert.match(stderr, /^ssl-train: warning: --force-unlock: taking over the lock of run directory .* from pid \d+ on host other-host\.invalid/m);
     assert.equal(existsSync(runLockPath(dir)), false);
+  });
+
+  it('releases the lock of a run that fails', () => {
+    const failing = join(root, 'failing');
+    mkdirSync(join(failing, 'checkpoints'), { recursive: true });
+    writeFileSync(join(failing, 'checkpoints', 'last.ckpt'), 'not a checkpoint');
+    const { status, stderr } = runCli([...SHORT, '--run-dir', failing, '--resume', 'auto'], 60_000);
+    assert.equal(status, 2, stderr);
+    assert.match(stderr, /^ssl-train: error: resume: no valid checkpoint in .* \(1 found, none usable\)/m); // raised inside the trainer, with the lock held
+    assert.equal(existsSync(runLockPath(failing)), false);
   });
 
   describe('readers of a locked run whose last metrics line is being written', () => {

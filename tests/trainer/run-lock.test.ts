@@ -5,11 +5,13 @@
  */
 import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UserError } from '../../src/core/errors.js';
+import { buildConfig } from '../../src/experiment/config.js';
+import { runTraining } from '../../src/experiment/train.js';
 import { parseMetricsJsonl } from '../../src/trainer/run-dir.js';
 import { acquireRunLock, checkRunDirFree, readRunLock, removeLockIfUnchanged, runLockPath } from '../../src/trainer/run-lock.js';
 import { deadPid, writeLock } from '../helpers/run-lock.js';
@@ -159,6 +161,28 @@ describe('run directory lock', () => {
       }
       assert.equal(existsSync(runLockPath(dir)), false, 'the winner released it');
     }
+  });
+});
+
+describe('runTraining and the lock', () => {
+  it('releases the lock in its finally when the run fails (not only at process exit)', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'checkpoints'));
+    writeFileSync(join(dir, 'checkpoints', 'last.ckpt'), 'not a checkpoint');
+    const exitListeners = process.listenerCount('exit');
+    const config = buildConfig({
+      ...{ method: 'simclr', dataset: 'synthetic', imageSize: 16, syntheticSize: 64, backbone: 'mlp', batchSize: 16, workers: 0, valEvery: 0 },
+      ...{ maxSteps: 1, runDir: dir, resume: 'auto', methodArgs: { projHiddenDim: 16, projOutputDim: 8 } },
+    });
+    const stderrWrite = process.stderr.write;
+    process.stderr.write = () => true; // the skipped checkpoint's warning
+    try {
+      await assert.rejects(runTraining(config, { callbacks: [] }), /resume: no valid checkpoint/);
+    } finally {
+      process.stderr.write = stderrWrite;
+    }
+    assert.equal(existsSync(runLockPath(dir)), false);
+    assert.equal(process.listenerCount('exit'), exitListeners, 'released: its exit hook is gone too');
   });
 });
 
