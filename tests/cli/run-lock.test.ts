@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { readRunLock, runLockPath } from '../../src/trainer/run-lock.js';
+import { processAlive, readRunLock, runLockPath } from '../../src/trainer/run-lock.js';
 import { checksums, writeLock } from '../helpers/run-lock.js';
 import { metricsRows } from '../helpers/run-files.js';
 import { CLI, runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
@@ -105,6 +105,30 @@ describe('ssl-train into a run directory another run is using', function () {
     assert.equal(status, 0, stderr);
     assert.match(stderr, /^ssl-train: warning: --force-unlock: taking over the lock of run directory .* from pid \d+ on host other-host\.invalid/m);
     assert.equal(existsSync(runLockPath(dir)), false);
+  });
+
+  it('names the training process, not a wrapper: with only the wrapper killed (as npx), the run still holds it', async () => {
+    const wrapped = join(root, 'wrapped');
+    // A wrapper like npx: a parent process that starts the CLI and waits.
+    const script = `require('node:child_process').spawn(process.execPath, ${JSON.stringify([CLI, ...LONG, '--run-dir', wrapped])}, { stdio: 'ignore' }); setInterval(() => {}, 1000);`;
+    const wrapper = spawn(process.execPath, ['-e', script], { stdio: 'ignore' });
+    let trainer: number | undefined;
+    try {
+      const started = Date.now();
+      while (metricsRows(wrapped).length === 0) {
+        assert.ok(Date.now() - started < 120_000, 'the wrapped run logs a row');
+        await sleep(50);
+      }
+      trainer = readRunLock(wrapped)?.pid;
+      assert.ok(trainer !== undefined && trainer !== wrapper.pid, 'the lock names the process that trains');
+      const exited = new Promise((resolve) => wrapper.once('exit', resolve));
+      wrapper.kill('SIGKILL');
+      await exited;
+      assertRefused(runCli([...SHORT, '--run-dir', wrapped, '--resume', 'auto'], 60_000), new RegExp(`is in use by pid ${trainer} `));
+    } finally {
+      wrapper.kill('SIGKILL');
+      if (trainer !== undefined && processAlive(trainer)) process.kill(trainer, 'SIGKILL');
+    }
   });
 
   it('releases the lock of a run that fails', () => {
