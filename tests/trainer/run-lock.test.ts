@@ -5,12 +5,14 @@
  */
 import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UserError } from '../../src/core/errors.js';
-import { buildConfig } from '../../src/experiment/config.js';
+import { buildConfig, type TrainConfigInput } from '../../src/experiment/config.js';
+import { prepareExperiment } from '../../src/experiment/experiment.js';
+import { loadPretrainedBackbone, resolvePretrained } from '../../src/experiment/pretrained.js';
 import { runTraining } from '../../src/experiment/train.js';
 import { parseMetricsJsonl } from '../../src/trainer/run-dir.js';
 import { acquireRunLock, checkRunDirFree, readRunLock, removeLockIfUnchanged, runLockPath } from '../../src/trainer/run-lock.js';
@@ -133,7 +135,7 @@ describe('run directory lock', () => {
   it('lets exactly one of several processes take over the same stale lock at once', async function () {
     this.timeout(60_000);
     const TAKERS = 4;
-    for (let round = 0; round < 3; round++) {
+    for (let round = 0; round < 2; round++) {
       const dir = tempDir();
       writeLock(dir, deadPid());
       const startAt = Date.now() + 1500; // after every taker has loaded its modules
@@ -164,16 +166,19 @@ describe('run directory lock', () => {
   });
 });
 
+/** A tiny run: SimCLR, an MLP on 64 synthetic 16 x 16 images, batch 16, no validation. */
+const SMALL: TrainConfigInput = {
+  ...{ method: 'simclr', dataset: 'synthetic', imageSize: 16, syntheticSize: 64, backbone: 'mlp', batchSize: 16, workers: 0, valEvery: 0 },
+  methodArgs: { projHiddenDim: 16, projOutputDim: 8 },
+};
+
 describe('runTraining and the lock', () => {
   it('releases the lock in its finally when the run fails (not only at process exit)', async () => {
     const dir = tempDir();
     mkdirSync(join(dir, 'checkpoints'));
     writeFileSync(join(dir, 'checkpoints', 'last.ckpt'), 'not a checkpoint');
     const exitListeners = process.listenerCount('exit');
-    const config = buildConfig({
-      ...{ method: 'simclr', dataset: 'synthetic', imageSize: 16, syntheticSize: 64, backbone: 'mlp', batchSize: 16, workers: 0, valEvery: 0 },
-      ...{ maxSteps: 1, runDir: dir, resume: 'auto', methodArgs: { projHiddenDim: 16, projOutputDim: 8 } },
-    });
+    const config = buildConfig({ ...SMALL, maxSteps: 1, runDir: dir, resume: 'auto' });
     const stderrWrite = process.stderr.write;
     process.stderr.write = () => true; // the skipped checkpoint's warning
     try {
@@ -183,6 +188,27 @@ describe('runTraining and the lock', () => {
     }
     assert.equal(existsSync(runLockPath(dir)), false);
     assert.equal(process.listenerCount('exit'), exitListeners, 'released: its exit hook is gone too');
+  });
+});
+
+describe('the checkpoint of a run that is still training', () => {
+  it('is read whole, and the step recorded is that of the weights loaded when last.ckpt was replaced since it was resolved', async () => {
+    const [running, later] = [tempDir(), tempDir()];
+    await runTraining(buildConfig({ ...SMALL, maxSteps: 1, runDir: running }), { callbacks: [] });
+    await runTraining(buildConfig({ ...SMALL, maxSteps: 3, runDir: later }), { callbacks: [] });
+    const source = resolvePretrained(running, 'RUN_DIR');
+    assert.equal(source.step, 1);
+    // The running run checkpoints again (a temporary file renamed over last.ckpt) before the weights are read.
+    const last = join(running, 'checkpoints', 'last.ckpt');
+    copyFileSync(join(later, 'checkpoints', 'last.ckpt'), `${last}.tmp-1`);
+    renameSync(`${last}.tmp-1`, last);
+    const method = prepareExperiment(source.config).createMethod();
+    try {
+      loadPretrainedBackbone(method, source, 'RUN_DIR');
+    } finally {
+      method.dispose();
+    }
+    assert.equal(source.step, 3);
   });
 });
 
