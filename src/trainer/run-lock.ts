@@ -237,6 +237,16 @@ export function removeLockIfUnchanged(path: string, seen: string, token: string)
  * {@link UserError} naming its holder, and nothing in the directory is changed.
  */
 export function acquireRunLock(runDir: string, options: RunLockOptions = {}): RunLock {
+  try {
+    return takeLock(runDir, options);
+  } catch (e) {
+    // The directory or the lock file cannot be made (not a directory, no permission, disk full): one line.
+    if (e instanceof UserError || errorCode(e) === undefined) throw e;
+    throw new UserError(`run directory ${runDir}: cannot take its lock: ${(e as Error).message}`);
+  }
+}
+
+function takeLock(runDir: string, options: RunLockOptions): RunLock {
   const warn = options.warn ?? ((line: string) => process.stderr.write(`${line}\n`));
   const createdDir = !existsSync(runDir);
   mkdirSync(runDir, { recursive: true });

@@ -108,6 +108,15 @@ describe('run directory lock', () => {
     assert.match(warnings[0], /taking over the lock of run directory .* from an unreadable lock file/);
   });
 
+  it('says in one line when the lock cannot be made (the run directory cannot be created)', () => {
+    const file = join(tempDir(), 'a-file');
+    writeFileSync(file, '');
+    assert.throws(
+      () => acquireRunLock(join(file, 'run')),
+      (e: unknown) => e instanceof UserError && /^run directory .*a-file\/run: cannot take its lock: ENOTDIR: not a directory/.test(e.message),
+    );
+  });
+
   it('takes over a stale lock only while it is unchanged (two takers interleaved)', () => {
     const dir = tempDir();
     writeLock(dir, deadPid());
