@@ -21,6 +21,7 @@ import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
 import { engineRequest, preflightDistributed, runTraining } from '../experiment/train.js';
 import { checkStrategyName } from '../trainer/strategy.js';
+import { checkRunDirFree } from '../trainer/run-lock.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
 import { formatEngineResult, runEngineAgainst } from '../verify/engine-against.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
@@ -104,6 +105,8 @@ export function buildProgram(): Command {
     const worker = workerEnv();
     const nprocs = config.gpus ?? config.devices;
     if (!worker && nprocs * config.numNodes > 1) {
+      // Rank 0 takes the run directory's lock; a directory in use is refused before any worker starts.
+      if (config.runDir !== undefined && config.nodeRank === 0) checkRunDirFree(config.runDir, { forceUnlock: config.forceUnlock });
       process.exitCode = await launch(config, nprocs);
       return;
     }

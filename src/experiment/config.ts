@@ -156,6 +156,9 @@ export class TrainConfig {
   @IsOptional()
   @IsString()
   resume?: string;
+  @Flag('[bool]', "take over the run directory's lock even when its holder may still run (another host, or a reused pid); see docs/training.md")
+  @IsBoolean()
+  forceUnlock = false;
   @Flag('<path>', 'start from the backbone of a run directory or checkpoint (heads fresh; the architecture must match)')
   @IsOptional()
   @IsString()

@@ -21,6 +21,7 @@ import type { DataSource } from '../trainer/interfaces.js';
 import { checkRunDirWritable } from '../trainer/run-dir.js';
 import { parseTags } from '../tracking/index.js';
 import { checkStrategyName } from '../trainer/strategy.js';
+import { acquireRunLock, type RunLock } from '../trainer/run-lock.js';
 import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
@@ -303,8 +304,12 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const wandb = config.logger === 'wandb' || project !== undefined;
   registerLoggers(scope, runDir, wandb ? { runDir, project, entity, name, group: wandbGroup, tags: parseTags(config.wandbTags), mode } : undefined);
   registerAround<Callback>(scope, CALLBACK, options.callbacks ?? [new ProgressBar(config.epochs)]);
+  let lock: RunLock | undefined;
   let stoppedTogether = false;
   try {
+    // Before anything is written to the run directory: a run into a directory another run is
+    // writing stops here (the lock is released in the finally below, or at process exit).
+    if (strategy.isGlobalZero) lock = acquireRunLock(runDir, { forceUnlock: config.forceUnlock });
     const fit = await scope.resolve(Trainer).fit(task, dataSource(loader, localBatch));
     return { runDir, fit, engine, strategy: selected.name };
   } catch (e) {
@@ -313,6 +318,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   } finally {
     method.dispose();
     selected.close();
+    lock?.release();
     // Every rank stops at a non-finite step with the same message. The other ranks let
     // rank 0 exit first, so that a launcher reports rank 0's line (ours then stops them)
     // rather than the same line once more from another rank.

@@ -6,6 +6,7 @@
  * - `metrics.jsonl`: one JSON object per logging call, `{"step", "time", ...metrics}`;
  * - `summary.json`: `{"status", "reason" (when failed), ...summary}`, at the end;
  * - `checkpoints/`: `epoch-<n>.ckpt` and `last.ckpt` (the file format is in checkpoint.ts).
+ * - `ssl-train.lock`: while a run writes the directory (run-lock.ts).
  *
  * Other components may keep their own files next to these.
  */
@@ -127,16 +128,19 @@ export interface HistoryRow {
 /**
  * Parses `metrics.jsonl` (one `{"step", "time", ...metrics}` object per line; `null`, a
  * non-finite value as JSON writes it, reads as NaN). A malformed line is a user error
- * naming the file and line.
+ * naming the file and line, except a last line without its newline that is not JSON: a
+ * row a running training is appending right now (or one a crash cut short), left out.
  */
 export function parseMetricsJsonl(content: string, path: string): MetricsRecord[] {
   const records: MetricsRecord[] = [];
-  content.split('\n').forEach((line, i) => {
+  const lines = content.split('\n');
+  lines.forEach((line, i) => {
     if (line.trim() === '') return;
     let object: unknown;
     try {
       object = JSON.parse(line);
     } catch {
+      if (i === lines.length - 1) return; // no newline after it: still being written
       throw new UserError(`${path}:${i + 1}: not a JSON object`);
     }
     if (typeof object !== 'object' || object === null || Array.isArray(object)) throw new UserError(`${path}:${i + 1}: not a JSON object`);
