@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
 import { container } from 'tsyringe';
-import { invalidValue, TrainingFailure, UserError } from '../core/errors.js';
+import { invalidValue, TrainingFailure, unwrappedIoFailure, UserError } from '../core/errors.js';
 import type { BackendChoice } from '../core/engine.js';
 import type { ArgValue } from '../methods/args.js';
 import { describeMethods } from '../methods/registry.js';
@@ -23,6 +23,7 @@ import { engineRequest, preflightDistributed, runTraining } from '../experiment/
 import { finishInterruptedRun, requeueWarning } from '../experiment/interrupted.js';
 import { StopSignal, TrainingInterrupted } from '../trainer/stop-signal.js';
 import { checkStrategyName } from '../trainer/strategy.js';
+import { checkRunDirFree } from '../trainer/run-lock.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
 import { formatEngineResult, runEngineAgainst } from '../verify/engine-against.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
@@ -100,7 +101,8 @@ export function buildProgram(): Command {
     .description('Self-supervised visual representation learning: pre-train SimCLR, Barlow Twins, BYOL, ... on one or many processes')
     .showHelpAfterError(false)
     .enablePositionalOptions()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+    .option('--debug', 'also print the stack trace of an error (for bug reports; or set SSL_ZOO_DEBUG=1); give it before a command name');
   addTrainOptions(program).action(async (_opts: Record<string, unknown>, command: Command) => {
     const config = resolveTrainConfig(command);
     const worker = workerEnv();
@@ -108,6 +110,8 @@ export function buildProgram(): Command {
     const warning = worker ? undefined : requeueWarning(config.requeue);
     if (warning) process.stderr.write(`${warning}\n`);
     if (!worker && nprocs * config.numNodes > 1) {
+      // Rank 0 takes the run directory's lock; a directory in use is refused before any worker starts.
+      if (config.runDir !== undefined && config.nodeRank === 0) checkRunDirFree(config.runDir, { forceUnlock: config.forceUnlock });
       process.exitCode = await launch(config, nprocs);
       return;
     }
@@ -266,23 +270,52 @@ function roundDefaultBatchSize(config: TrainConfig, explicit: boolean): void {
 
 /** Runs the CLI; returns the exit code (0 ok, 1 failed run or internal failure, 2 user error). */
 export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
   try {
-    await buildProgram().parseAsync(argv, { from: 'user' });
+    await program.parseAsync(argv, { from: 'user' });
     return Number(process.exitCode ?? 0);
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0) return 0;
       return USER_ERROR_EXIT; // commander already printed its one-line message
     }
-    if (error instanceof UserError) {
-      process.stderr.write(`ssl-train: error: ${error.message}\n`);
-      return USER_ERROR_EXIT;
-    }
-    if (error instanceof TrainingFailure) {
-      process.stderr.write(`ssl-train: error: ${error.message}\n`);
-      return 1;
-    }
-    process.stderr.write(`ssl-train: internal error: ${(error as Error).stack ?? String(error)}\n`);
+    if (isPeerFailure(error)) await new Promise((resolve) => setTimeout(resolve, PEER_FAILURE_DELAY_MS));
+    return reportError(error, program.opts().debug === true || process.env.SSL_ZOO_DEBUG === '1');
+  }
+}
+
+/**
+ * In a launched worker: a collective failed because another rank went away. That rank's own
+ * line says why; this one waits {@link PEER_FAILURE_DELAY_MS} before reporting, so that the
+ * launcher hears of the rank that failed first (and stops this one), then prints one line:
+ * not a bug of this process.
+ */
+function isPeerFailure(error: unknown): error is Error {
+  return workerEnv() !== undefined && error instanceof Error && /^ssl-zoo gloo: .*a peer process died/.test(error.message);
+}
+
+const PEER_FAILURE_DELAY_MS = 3000;
+
+/**
+ * Prints what stopped the command and returns the exit code. A user error, a failed run and
+ * an environment error (disk full, permissions, a vanished file) are one line; `debug` adds
+ * their stack trace. Anything else is a bug and always prints its stack.
+ */
+export function reportError(error: unknown, debug: boolean): number {
+  const stack = debug && error instanceof Error && error.stack ? `${error.stack}\n` : '';
+  if (error instanceof UserError || error instanceof TrainingFailure) {
+    process.stderr.write(`ssl-train: error: ${error.message}\n${stack}`);
+    return error instanceof UserError ? USER_ERROR_EXIT : 1;
+  }
+  const io = unwrappedIoFailure(error);
+  if (io) {
+    process.stderr.write(`ssl-train: error: ${io.message}\n${stack}`);
+    return io.exitCode;
+  }
+  if (isPeerFailure(error)) {
+    process.stderr.write(`ssl-train: error: ${error.message.split('\n')[0]}\n${stack}`);
     return 1;
   }
+  process.stderr.write(`ssl-train: internal error: ${(error as Error).stack ?? String(error)}\n`);
+  return 1;
 }

@@ -14,6 +14,7 @@ import {
   type WandbRunInfo,
 } from '../tracking/index.js';
 import { historyRows, readRunDir, readRunSummary, runStatus, type HistoryRow } from '../trainer/run-dir.js';
+import { checkRunDirFree, runLockPath } from '../trainer/run-lock.js';
 
 /** Options of {@link wandbSync}. */
 export interface WandbSyncOptions {
@@ -95,11 +96,13 @@ function runInfoFor(run: LocalRun, env: NodeJS.ProcessEnv): WandbRunInfo {
  * under the id, project, group and tags in `wandb.json` (a run without one gets a new W&B
  * run, recorded there). Uploading again is harmless: history rows go to the same line
  * offsets and replace what the server had. Every directory is checked before anything
- * is sent; problems with them are user errors.
+ * is sent; problems with them are user errors, and so is a run still training (its lock held).
  */
 export async function wandbSync(runDirs: string[], options: WandbSyncOptions = {}): Promise<WandbSyncResult[]> {
   const env = options.env ?? process.env;
   if (runDirs.length === 0) throw new UserError('wandb-sync: no RUN_DIR given');
+  // A run still training writes wandb.json and its history itself: it is uploaded once it is done.
+  for (const dir of runDirs) checkRunDirFree(dir, { unlockHint: `delete ${runLockPath(dir)}`, context: 'wandb-sync' });
   const runs = runDirs.map((dir) => readLocalRun(dir));
   const baseUrl = wandbBaseUrl(env);
   if (!wandbApiKeyAvailable(env, baseUrl)) {

@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import { atPath } from './errors.js';
 
 /**
  * The bytes of a NumPy `.npy` file (format version 1.0, little-endian, C order) that
@@ -25,5 +26,6 @@ export function encodeNpy(values: Float32Array | Int32Array, shape: readonly num
 
 /** Writes {@link encodeNpy}'s bytes to `path`. */
 export function writeNpy(path: string, values: Float32Array | Int32Array, shape: readonly number[]): void {
-  writeFileSync(path, encodeNpy(values, shape));
+  const bytes = encodeNpy(values, shape);
+  atPath(path, 'writing', () => writeFileSync(path, bytes));
 }

@@ -8,7 +8,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { extname, resolve, sep } from 'node:path';
 import sharp from 'sharp';
-import { UserError } from '../core/errors.js';
+import { atPath, UserError } from '../core/errors.js';
 import { Rng } from '../core/random.js';
 import type { ChannelStats, FolderDataset } from './dataset.js';
 import { decodeImage } from './pixels.js';
@@ -56,7 +56,8 @@ function listFiles(dir: string, what: string): string[] {
   // One directory's entries at a time (readdir's recursive mode holds every entry at once),
   // and no path.join per file: listing 60k files stays fast and small.
   const walk = (d: string): void => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
+    // A folder the user gave that cannot be listed is a bad input (exit code 2), named.
+    for (const e of atPath(d, 'listing', () => readdirSync(d, { withFileTypes: true }), 2)) {
       const path = `${d}${sep}${e.name}`;
       if (e.isDirectory()) walk(path);
       else if (e.isFile() || (e.isSymbolicLink() && statSync(path, { throwIfNoEntry: false })?.isFile())) files.push(path);

@@ -5,6 +5,7 @@
  * ({@link augmentStoreBatch}).
  */
 import { parentPort } from 'node:worker_threads';
+import { BadSamplesFailure } from '../core/errors.js';
 import type { ViewAugmentation } from './augment/views.js';
 import { augmentStoreBatch } from './loader-batch.js';
 import { PixelReader, type PixelStore, type SkippedFile } from './pixels.js';
@@ -35,6 +36,8 @@ export interface WorkerResult {
   /** Files found unreadable on the way. */
   skipped?: SkippedFile[];
   error?: string;
+  /** The message of a {@link BadSamplesFailure} (the data is unreadable, not a bug). */
+  badSamples?: string;
 }
 
 if (parentPort) {
@@ -49,7 +52,12 @@ if (parentPort) {
       seed = msg.seed;
       return;
     }
-    const fail = (e: unknown): void => port.postMessage({ id: msg.id, error: (e as Error).stack ?? String(e) } satisfies WorkerResult);
+    const fail = (e: unknown): void =>
+      port.postMessage({
+        id: msg.id,
+        error: (e as Error).stack ?? String(e),
+        badSamples: e instanceof BadSamplesFailure ? e.message : undefined,
+      } satisfies WorkerResult);
     if (!reader) return fail(new Error('loader worker got a batch before its init message'));
     augmentStoreBatch(reader, views, seed, msg.epoch, msg.indices).then((batch) => {
       const result: WorkerResult = { id: msg.id, ...batch };

@@ -4,7 +4,7 @@
  * src/eval/features.ts with the eval transform, in dataset order.
  */
 import { Worker } from 'node:worker_threads';
-import { UserError } from '../core/errors.js';
+import { BadSamplesFailure, UserError } from '../core/errors.js';
 import { validateViewAugmentation, type ViewAugmentation } from './augment/views.js';
 import type { Dataset } from './dataset.js';
 import { augmentStoreBatch, type AugmentedBatch } from './loader-batch.js';
@@ -50,6 +50,11 @@ export interface MultiViewLoaderOptions {
   prefetch?: number;
   /** Called once per unreadable file (its batch slot then shows the next readable file). */
   onSkip?: (file: SkippedFile) => void;
+  /**
+   * Unreadable files tolerated (`--max-bad-samples`; default: no limit): the batch that meets
+   * one more throws a {@link BadSamplesFailure}. Counted by this loader (on several ranks, per rank).
+   */
+  maxSkippedFiles?: number;
 }
 
 interface Pending {
@@ -77,6 +82,7 @@ class WorkerSlot {
       // empty with terminate() unsettled (exit code 13).
       if (this.pending.size === 0 && !this.closing) this.worker.unref();
       if (msg.views && msg.sources) p.resolve({ views: msg.views, sources: msg.sources, skipped: msg.skipped ?? [] });
+      else if (msg.badSamples !== undefined) p.reject(new BadSamplesFailure(msg.badSamples));
       else p.reject(new Error(`loader worker failed: ${msg.error}`));
     });
     this.worker.on('error', (err) => this.fail(err));
@@ -141,6 +147,7 @@ export class MultiViewLoader {
   private inlineReader: PixelReader | undefined;
   private nextTaskId = 0;
   private readonly onSkip: ((file: SkippedFile) => void) | undefined;
+  private readonly maxSkippedFiles: number;
   private readonly skippedPaths = new Set<string>();
 
   constructor(options: MultiViewLoaderOptions) {
@@ -166,6 +173,7 @@ export class MultiViewLoader {
     this.workers = workers;
     this.prefetch = prefetch;
     this.onSkip = options.onSkip;
+    this.maxSkippedFiles = options.maxSkippedFiles ?? Infinity;
   }
 
   /** Number of distinct unreadable files met so far. */
@@ -206,11 +214,19 @@ export class MultiViewLoader {
     return this.slots;
   }
 
-  /** The batch (labels of the images it shows); reports its newly met unreadable files. */
+  /**
+   * The batch (labels of the images it shows); reports its newly met unreadable files, and
+   * stops at the one over `maxSkippedFiles`.
+   */
   private makeBatch(epoch: number, index: number, indices: Int32Array, { views, sources, skipped }: AugmentedBatch): MultiViewBatch {
     for (const file of skipped) {
       if (this.skippedPaths.has(file.path)) continue;
       this.skippedPaths.add(file.path);
+      if (this.skippedPaths.size > this.maxSkippedFiles) {
+        throw new BadSamplesFailure(
+          `${this.skippedPaths.size} training images are unreadable, more than --max-bad-samples allows (${this.maxSkippedFiles}); the last: ${file.path}: ${file.reason}`,
+        );
+      }
       this.onSkip?.(file);
     }
     const B = indices.length;

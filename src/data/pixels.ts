@@ -10,7 +10,10 @@
  * cropped, converted to 1 (luminance) or 3 (sRGB) channels. An image already of the target
  * size is not resampled, so lossless files (PNG) decode to exactly their pixels.
  */
+import { existsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import sharp from 'sharp';
+import { BadSamplesFailure } from '../core/errors.js';
 import { isInMemory, type Dataset } from './dataset.js';
 
 // No operation cache: it would keep decoded images alive, and a folder is read once per epoch.
@@ -130,17 +133,23 @@ export class PixelReader {
     const store = this.store as FilePixels;
     const n = store.files.length;
     const attempts = Math.min(n, MAX_CONSECUTIVE_SKIPS);
+    let lastReason = '';
     for (let attempt = 0; attempt < attempts; attempt++) {
       const i = (index + attempt) % n;
-      if (this.unreadable.has(i)) continue;
+      if (this.unreadable.has(i)) {
+        lastReason = this.unreadable.get(i)!;
+        continue;
+      }
       try {
         return [i, await decodeImage(store.files[i], store.height, store.width, store.channels)];
       } catch (e) {
-        const reason = (e as Error).message.split('\n')[0];
-        this.unreadable.set(i, reason);
-        skipped.push({ path: store.files[i], reason });
+        lastReason = (e as Error).message.split('\n')[0];
+        this.unreadable.set(i, lastReason);
+        skipped.push({ path: store.files[i], reason: lastReason });
       }
     }
-    throw new Error(`no readable image among ${attempts} consecutive files from ${store.files[index]}`);
+    const folder = dirname(store.files[index]);
+    if (!existsSync(folder)) throw new BadSamplesFailure(`the data folder ${folder} no longer exists (it held ${store.files[index]})`);
+    throw new BadSamplesFailure(`no readable image among ${attempts} consecutive files from ${store.files[index]} (the last: ${lastReason})`);
   }
 }

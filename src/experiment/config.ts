@@ -159,6 +159,9 @@ export class TrainConfig {
   @Flag('[bool]', 'under Slurm: after a signal (SIGUSR1, SIGTERM, SIGINT) saved last.ckpt, requeue the job (scontrol requeue); run it with --resume auto')
   @IsBoolean()
   requeue = false;
+  @Flag('[bool]', "take over the run directory's lock even when its holder may still run (another host, or a reused pid); see docs/training.md")
+  @IsBoolean()
+  forceUnlock = false;
   @Flag('<path>', 'start from the backbone of a run directory or checkpoint (heads fresh; the architecture must match)')
   @IsOptional()
   @IsString()
@@ -195,6 +198,9 @@ export class TrainConfig {
   @Flag('<n>', 'training images in the kNN memory (0: all)') @IsInt() @Min(0) knnTrainSamples = 10000;
   @Flag('<n>', 'validation images to evaluate (0: all)') @IsInt() @Min(0) valSamples = 0;
   @Flag('<n>', 'augmentation worker threads (0: none)') @IsInt() @Min(0) @Max(64) workers = 1;
+  /** Checked by `parseBadSamplesLimit` (src/data/bad-samples.ts). */
+  @Flag('<n|p%>', 'unreadable training images skipped (with a warning each) before the run stops: a count, or a percentage of the training set')
+  maxBadSamples: string | number = '1%';
 
   @Flag('<name>', 'local (the run directory) or wandb (Weights & Biases too; the run directory is always written)')
   @IsIn(['local', 'wandb'])

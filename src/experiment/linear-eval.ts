@@ -21,6 +21,7 @@ import { LinearEvalTask, linearStepsPerEpoch, linearTrainingData, type LabelledS
 import { scaleLearningRate } from '../optim/index.js';
 import { CALLBACK, type Callback } from '../trainer/callbacks.js';
 import { historyRows, readMetrics, runDirPaths } from '../trainer/run-dir.js';
+import { acquireRunLock, runLockPath, type RunLock } from '../trainer/run-lock.js';
 import { Trainer, TRAINER_OPTIONS, type TrainerOptions } from '../trainer/trainer.js';
 import { parseTags } from '../tracking/index.js';
 import { buildConfig, type TrainConfig } from './config.js';
@@ -278,6 +279,7 @@ export async function runLinearEval(options: LinearRunOptions, wiring: Pick<RunO
     const featureSec = precomputed ? (Date.now() - featureStart) / 1000 : 0;
     const featureDim = trainFeatures?.shape[1] ?? method.backbone.featureDim;
     const classifier = pixels ? new Linear(featureDim, train.numClasses, { rng: new Rng(options.seed) }) : method.classifier;
+    let lock: RunLock | undefined;
     try {
       // The method is checkpointed whole; only the classifier (and, fine-tuning, the backbone) trains.
       for (const [name, v] of method.namedParameters()) v.trainable = name.startsWith('classifier.') || (options.finetune && name.startsWith('backbone.'));
@@ -361,6 +363,8 @@ export async function runLinearEval(options: LinearRunOptions, wiring: Pick<RunO
         weightDecay: options.weightDecay,
         evalBatchSize: options.batchSize,
       });
+      // Its run directory is locked as a pre-training run's is (docs/training.md): never two writers.
+      if (strategy.isGlobalZero) lock = acquireRunLock(runDir, { unlockHint: `delete ${runLockPath(runDir)}` });
       const fit = await scope.resolve(Trainer).fit(task, linearTrainingData(trainSet, options.batchSize, options.seed, group));
       const v = fit.validation;
       const final: LinearEpoch = { epoch: v.epoch, step: fit.progress.step, val: { top1: v['val/acc1'], top5: v['val/acc5'] }, valLoss: v['val/loss'] };
@@ -368,6 +372,7 @@ export async function runLinearEval(options: LinearRunOptions, wiring: Pick<RunO
     } finally {
       tf.dispose([trainFeatures, valFeatures].filter((t): t is Tensor => t !== undefined));
       if (pixels) classifier.dispose();
+      lock?.release();
     }
   } finally {
     method.dispose();

@@ -24,7 +24,7 @@ export interface PretrainedSource {
   checkpointPath: string;
   /** The training configuration stored in the checkpoint (options only, rebuilt and validated). */
   config: TrainConfig;
-  /** Optimizer step of the checkpoint (0 when it records none). */
+  /** Optimizer step of the checkpoint (0 when it records none); that of the weights once they are loaded. */
   step: number;
 }
 
@@ -109,7 +109,9 @@ function backboneTensors(source: PretrainedSource): Record<string, Tensor> {
     if (exported.projector) tf.dispose(Object.values(exported.projector));
     return exported.tensors;
   }
-  const { tensors } = loadCheckpoint(source.checkpointPath);
+  const { tensors, meta } = loadCheckpoint(source.checkpointPath);
+  // A run still training may have replaced last.ckpt since it was resolved: the step recorded is that of the weights read.
+  source.step = savedProgress(meta)?.step ?? 0;
   const backbone = withoutPrefix(tensors, BACKBONE_PREFIX);
   tf.dispose(
     Object.entries(tensors)

@@ -10,6 +10,7 @@ import { invalidValue, UserError } from '../core/errors.js';
 import { transformerBlocks } from '../core/transformer.js';
 import { formatCrops } from '../data/augment/crops.js';
 import { evalTransform } from '../data/augment/recipes.js';
+import { badSamplesAllowed, parseBadSamplesLimit } from '../data/bad-samples.js';
 import { sampleDataset } from '../data/dataset.js';
 import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
 import { hasBatchNorm, type BaseMethod } from '../methods/base.js';
@@ -17,8 +18,10 @@ import { getMethodClass } from '../methods/registry.js';
 import { SslTask, type ValidationSettings } from '../methods/task.js';
 import { CALLBACK, ProgressBar, type Callback } from '../trainer/callbacks.js';
 import type { DataSource } from '../trainer/interfaces.js';
+import { checkRunDirWritable } from '../trainer/run-dir.js';
 import { parseTags } from '../tracking/index.js';
 import { checkStrategyName } from '../trainer/strategy.js';
+import { acquireRunLock, type RunLock } from '../trainer/run-lock.js';
 import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
@@ -229,6 +232,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const engine = await initEngine(request.backend, request.gpu);
   checkFolderFlags(config);
   checkMethodLabels(config);
+  const badSamplesLimit = parseBadSamplesLimit(config.maxBadSamples);
   const experiment: Experiment = config.dataset === 'folder' ? await prepareFolderExperiment(config, warnSkippedFile) : prepareExperiment(config);
   const { train, optim } = experiment;
   const selected = await registerRunStrategy(scope, config, options.worker);
@@ -241,6 +245,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const pretrainSet = sampleDataset(train, config.trainSamples, config.seed + 3);
   const localBatch = localBatchSize(config, worldSize, pretrainSet.length);
   const runDir = config.runDir ?? join('runs', `${config.method}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  if (strategy.isGlobalZero) checkRunDirWritable(runDir);
   const method = experiment.createMethod();
   if (config.pretrained !== undefined) loadPretrainedBackbone(method, resolvePretrained(config.pretrained, '--pretrained'), '--pretrained');
   checkGradCache(config, method, strategy.isGlobalZero);
@@ -257,6 +262,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     dropLast: config.dropLast,
     workers: config.workers,
     onSkip: (file) => warnSkippedFile(file.path, `${file.reason} (unreadable files so far: ${loader.skippedFiles})`),
+    maxSkippedFiles: badSamplesAllowed(badSamplesLimit, pretrainSet.length),
   });
   const task = new SslTask(method, { ...optim, globalBatch: config.batchSize }, validationSettings(config, experiment, localBatch), config.gradCacheChunk);
 
@@ -302,8 +308,12 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   const wandb = config.logger === 'wandb' || project !== undefined;
   registerLoggers(scope, runDir, wandb ? { runDir, project, entity, name, group: wandbGroup, tags: parseTags(config.wandbTags), mode } : undefined);
   registerAround<Callback>(scope, CALLBACK, options.callbacks ?? [new ProgressBar(config.epochs)]);
+  let lock: RunLock | undefined;
   let stoppedTogether = false;
   try {
+    // Before anything is written to the run directory: a run into a directory another run is
+    // writing stops here (the lock is released in the finally below, or at process exit).
+    if (strategy.isGlobalZero) lock = acquireRunLock(runDir, { forceUnlock: config.forceUnlock });
     const fit = await scope.resolve(Trainer).fit(task, dataSource(loader, localBatch));
     return { runDir, fit, engine, strategy: selected.name };
   } catch (e) {
@@ -312,6 +322,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
   } finally {
     method.dispose();
     selected.close();
+    lock?.release();
     // Every rank stops at a non-finite step with the same message. The other ranks let
     // rank 0 exit first, so that a launcher reports rank 0's line (ours then stops them)
     // rather than the same line once more from another rank.

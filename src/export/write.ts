@@ -5,6 +5,7 @@
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { MlpBackbone, type Backbone } from '../backbones/index.js';
+import { atPath } from '../core/errors.js';
 import type { NormKind } from '../core/layers.js';
 import type { Layer } from '../core/module.js';
 import { buildExportGraph } from './graph.js';
@@ -40,7 +41,8 @@ function writeDirAtomic(out: string, files: Array<[string, Uint8Array | string]>
   const old = join(parent, `.${basename(out)}.old-${tag}`);
   mkdirSync(temp);
   try {
-    for (const [name, content] of files) writeFileSync(join(temp, name), content);
+    // Named as the file the user asked for: the temporary directory is an internal detail.
+    for (const [name, content] of files) atPath(join(out, name), 'writing', () => writeFileSync(join(temp, name), content));
     if (existsSync(out)) renameSync(out, old);
     renameSync(temp, out);
   } catch (e) {

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { UserError } from '../core/errors.js';
+import { atPath, UserError } from '../core/errors.js';
 import { embeddingChart, metricCharts, type ChartSpec } from './charts.js';
 import { computeEmbedding } from './embedding.js';
 import { renderChartPng, reportHtml, type ReportModel } from './render.js';
@@ -63,11 +63,13 @@ export async function writeComparisonReport(runDirs: string[], options: Comparis
   const all: ChartSpec[] = [...charts, ...embeddings.flatMap((e) => (e.chart ? [e.chart] : []))];
   const pngs = all.map((spec) => {
     const path = join(options.out, spec.file);
-    writeFileSync(path, renderChartPng(spec));
+    const png = renderChartPng(spec);
+    atPath(path, 'writing', () => writeFileSync(path, png));
     return path;
   });
   const html = join(options.out, 'report.html');
   const title = options.title ?? `ssl-zoo: ${[...new Set(runs.map((r) => r.method))].join(' vs ')}`;
-  writeFileSync(html, reportHtml({ title, generatedAt: new Date().toISOString().replace('T', ' ').slice(0, 19) + ' UTC', runs, charts, embeddings }));
+  const page = reportHtml({ title, generatedAt: new Date().toISOString().replace('T', ' ').slice(0, 19) + ' UTC', runs, charts, embeddings });
+  atPath(html, 'writing', () => writeFileSync(html, page));
   return { html, pngs, notes };
 }

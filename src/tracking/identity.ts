@@ -6,10 +6,11 @@
  * `ssl-train wandb-sync` can upload it later (offline runs, failed uploads).
  */
 import { randomInt } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { UserError } from '../core/errors.js';
+import { writeFileAtomic } from '../trainer/files.js';
 
 /** `online`: stream to W&B while training; `offline`: local only, upload later with wandb-sync; `disabled`: no W&B. */
 export type WandbMode = 'online' | 'offline' | 'disabled';
@@ -134,12 +135,9 @@ export function readWandbRunInfo(runDir: string): WandbRunInfo | undefined {
   return info as WandbRunInfo;
 }
 
-/** Writes `<runDir>/wandb.json` atomically (temporary file, then rename). */
+/** Writes `<runDir>/wandb.json` atomically (temporary file, then rename; an `IoFailure` naming it when that fails). */
 export function writeWandbRunInfo(runDir: string, info: WandbRunInfo): void {
-  const path = join(runDir, WANDB_INFO_FILE);
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, `${JSON.stringify({ ...info, updatedAt: new Date().toISOString() }, null, 2)}\n`);
-  renameSync(tmp, path);
+  writeFileAtomic(join(runDir, WANDB_INFO_FILE), [`${JSON.stringify({ ...info, updatedAt: new Date().toISOString() }, null, 2)}\n`]);
 }
 
 /** Whether the SDK will find an API key for `baseUrl`: WANDB_API_KEY, or a `.netrc` entry (what `wandb login` writes). */

@@ -85,6 +85,15 @@ export class WandbLogger implements Logger {
     else process.stderr.write(`ssl-train: ${line}\n`);
   }
 
+  /** Writes `wandb.json`; a failed write (disk full, ...) is a warning: W&B never stops training. */
+  private saveInfo(info: WandbRunInfo): void {
+    try {
+      writeWandbRunInfo(this.options.runDir, info);
+    } catch (e) {
+      this.warnOnce((e as Error).message);
+    }
+  }
+
   private warnOnce(reason: string): void {
     if (this.info) this.info.lastError ??= reason;
     if (this.warned) return;
@@ -128,12 +137,12 @@ export class WandbLogger implements Logger {
       url: previous?.url,
       updatedAt: '',
     };
-    writeWandbRunInfo(runDir, this.info);
+    this.saveInfo(this.info);
     if (this.mode === 'offline') return;
     if (!wandbApiKeyAvailable(this.env, baseUrl)) {
       this.info.state = 'unsynced';
       this.warnOnce(`no API key for ${baseUrl} (set WANDB_API_KEY, or log in with \`wandb login\`)`);
-      writeWandbRunInfo(runDir, this.info);
+      this.saveInfo(this.info);
       return;
     }
     const { id, project, entity, name, group, tags, jobType } = this.info;
@@ -197,7 +206,7 @@ export class WandbLogger implements Logger {
       info.lastError = outcome.problems[0];
       this.warnOnce(outcome.problems[0] ?? 'the upload did not finish');
     }
-    writeWandbRunInfo(runDir, info);
+    this.saveInfo(info);
   }
 }
 

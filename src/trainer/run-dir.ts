@@ -7,13 +7,14 @@
  * - `summary.json`: `{"status", "reason" (when failed or interrupted), "signal" (when
  *   interrupted), ...summary}`, at the end;
  * - `checkpoints/`: `epoch-<n>.ckpt` and `last.ckpt` (the file format is in checkpoint.ts).
+ * - `ssl-train.lock`: while a run writes the directory (run-lock.ts).
  *
  * Other components may keep their own files next to these.
  */
-import { appendFileSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { UserError } from '../core/errors.js';
-import { writeFileAtomic } from './files.js';
+import { accessSync, constants, existsSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { atPath, IoFailure, UserError } from '../core/errors.js';
+import { appendFileReported, writeFileAtomic, writeFileReported } from './files.js';
 
 /**
  * How a run ended: it finished, it failed (`reason` says why), or a signal stopped it
@@ -53,16 +54,34 @@ export function epochCheckpointName(epoch: number): string {
 }
 
 // ---------------------------------------------------------------------------------------
-// Writing (the directory must exist).
+// Writing (the directory must exist). A failed write throws an `IoFailure` naming the file.
+
+/**
+ * Checks, before anything is trained and without creating anything, that the run directory
+ * can be written: its folders that exist (the run directory and `checkpoints/`), else the
+ * nearest existing folder above it, where it would be created. A read-only, unwritable or
+ * impossible `--run-dir` is a bad input (exit code 2): an `IoFailure` naming it.
+ */
+export function checkRunDirWritable(runDir: string): void {
+  let above = resolve(runDir);
+  while (!existsSync(above) && dirname(above) !== above) above = dirname(above);
+  if (!statSync(above).isDirectory()) throw new IoFailure(runDir, 'creating', 'ENOTDIR', 'not a directory', 2);
+  if (above !== resolve(runDir)) {
+    atPath(runDir, 'creating', () => accessSync(above, constants.W_OK), 2);
+    return;
+  }
+  const { checkpoints } = runDirPaths(runDir);
+  for (const dir of existsSync(checkpoints) ? [runDir, checkpoints] : [runDir]) atPath(dir, 'writing to', () => accessSync(dir, constants.W_OK), 2);
+}
 
 /** Writes `config.json`. */
 export function writeRunConfig(runDir: string, config: Record<string, unknown>): void {
-  writeFileSync(runDirPaths(runDir).config, `${JSON.stringify(config, null, 2)}\n`);
+  writeFileReported(runDirPaths(runDir).config, `${JSON.stringify(config, null, 2)}\n`);
 }
 
 /** Appends one record to `metrics.jsonl`, stamped with the time. */
 export function appendMetrics(runDir: string, step: number, metrics: Record<string, number>): void {
-  appendFileSync(runDirPaths(runDir).metrics, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
+  appendFileReported(runDirPaths(runDir).metrics, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
 }
 
 /** Writes `summary.json` atomically (`signal`: what stopped an interrupted run, e.g. `SIGTERM`). */
@@ -79,9 +98,9 @@ export function writeRunSummary(runDir: string, status: RunStatus, summary: Reco
  */
 export function rewindRunDir(runDir: string, step: number): void {
   const paths = runDirPaths(runDir);
-  rmSync(paths.summary, { force: true });
+  atPath(paths.summary, 'removing', () => rmSync(paths.summary, { force: true }));
   if (!existsSync(paths.metrics)) return;
-  const lines = readFileSync(paths.metrics, 'utf8')
+  const lines = atPath(paths.metrics, 'reading', () => readFileSync(paths.metrics, 'utf8'))
     .split('\n')
     .filter((l) => l.trim() !== '');
   const kept = lines.filter((line) => {
@@ -116,16 +135,19 @@ export interface HistoryRow {
 /**
  * Parses `metrics.jsonl` (one `{"step", "time", ...metrics}` object per line; `null`, a
  * non-finite value as JSON writes it, reads as NaN). A malformed line is a user error
- * naming the file and line.
+ * naming the file and line, except a last line without its newline that is not JSON: a
+ * row a running training is appending right now (or one a crash cut short), left out.
  */
 export function parseMetricsJsonl(content: string, path: string): MetricsRecord[] {
   const records: MetricsRecord[] = [];
-  content.split('\n').forEach((line, i) => {
+  const lines = content.split('\n');
+  lines.forEach((line, i) => {
     if (line.trim() === '') return;
     let object: unknown;
     try {
       object = JSON.parse(line);
     } catch {
+      if (i === lines.length - 1) return; // no newline after it: still being written
       throw new UserError(`${path}:${i + 1}: not a JSON object`);
     }
     if (typeof object !== 'object' || object === null || Array.isArray(object)) throw new UserError(`${path}:${i + 1}: not a JSON object`);

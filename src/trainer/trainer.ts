@@ -3,7 +3,7 @@ import 'reflect-metadata';
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { inject, injectable, injectAll } from 'tsyringe';
-import { TrainingFailure, UserError } from '../core/errors.js';
+import { BadSamplesFailure, IoFailure, TrainingFailure, UserError } from '../core/errors.js';
 import { tf } from '../core/tf.js';
 import { CALLBACK, type Callback } from './callbacks.js';
 import { describeProgress, encodeCheckpoint, findLatestCheckpoint, loadCheckpoint, savedProgress, withoutPrefix, withPrefix } from './checkpoint.js';
@@ -285,15 +285,21 @@ export class Trainer {
       }
       status = 'success';
     } catch (e) {
-      failure = e;
-      throw e;
+      failure = withLastGoodCheckpoint(e, saved);
+      throw failure;
     } finally {
       tf.dispose(unread.flatMap((s) => Object.values(s.metrics.tensors)));
       for (const c of callbacks) c.onFitEnd?.(progress);
       await data.close();
       const reason = failure === undefined ? undefined : failure instanceof Error ? failure.message : String(failure);
       const signal = failure instanceof TrainingInterrupted ? failure.signal : undefined;
-      for (const l of loggers) await l.finalize(status, { ...validation, step: progress.step, wall_time_sec: elapsed() }, reason, signal);
+      for (const l of loggers) {
+        const finalizing = (async () => l.finalize(status, { ...validation, step: progress.step, wall_time_sec: elapsed() }, reason, signal))();
+        // A failed run's summary is written if it can be (a full disk may still take a small
+        // file); if not, the failure that stopped the run is the one reported.
+        if (failure === undefined) await finalizing;
+        else await finalizing.catch(() => undefined);
+      }
       // Every rank stops at the same step; the others wait until rank 0 has written the
       // run directory's final state, so that no launcher stops it half-way.
       if ((failure instanceof NonFiniteError || failure instanceof TrainingInterrupted) && this.strategy.group.worldSize > 1) {
@@ -439,6 +445,16 @@ interface SaveState {
   lastGood?: { path: string; step: number };
   /** The progress at which `last.ckpt` was last written by this run. */
   lastWritten?: string;
+}
+
+/**
+ * A run stopped by its environment (a failed write, too many unreadable samples) says which
+ * checkpoint is still good, as a non-finite stop does.
+ */
+function withLastGoodCheckpoint(error: unknown, saved: SaveState): unknown {
+  if (!(error instanceof IoFailure || error instanceof BadSamplesFailure)) return error;
+  const good = saved.lastGood;
+  return error.withNote(good ? `the last good checkpoint is ${good.path} (step ${good.step})` : 'no checkpoint was written before it');
 }
 
 function progressKey(p: Progress): string {

@@ -10,7 +10,7 @@ import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
 import { setGradCheckpointing } from '../core/transformer.js';
 import { SingleDeviceStrategy } from '../trainer/strategy.js';
-import { invalidValue } from '../core/errors.js';
+import { atPath, invalidValue } from '../core/errors.js';
 import type { TrainConfig } from '../experiment/config.js';
 import { prepareExperiment } from '../experiment/experiment.js';
 import { checkGradCache, engineRequest, localBatchSize } from '../experiment/train.js';
@@ -246,7 +246,8 @@ function dumpStep(
   writeNpy(join(dir, 'labels.npy'), Int32Array.from(batch.labels), [batch.labels.length]);
   for (const [name, g] of Object.entries(reference.grads)) writeNpy(join(dir, 'grads-1', `${name}.npy`), g, shapes[name]!);
   for (const [name, g] of Object.entries(distributed.grads)) writeNpy(join(dir, 'grads-W', `${name}.npy`), g, shapes[name]!);
-  writeFileSync(join(dir, 'losses.json'), `${JSON.stringify({ oneProcess: reference.loss, ranks: distributed.loss })}\n`);
+  const losses = join(dir, 'losses.json');
+  atPath(losses, 'writing', () => writeFileSync(losses, `${JSON.stringify({ oneProcess: reference.loss, ranks: distributed.loss })}\n`));
 }
 
 /** A readable table of a {@link VerifyResult}. */

@@ -104,6 +104,7 @@ function assertInterrupted(r: Ended, runDir: string, signal: StopSignalName, atL
     readdirSync(join(runDir, 'checkpoints')).every((n) => n.endsWith('.ckpt')),
     'no temporary file left',
   );
+  assert.ok(!existsSync(join(runDir, 'ssl-train.lock')), "the run directory's lock is released");
   return step;
 }
 

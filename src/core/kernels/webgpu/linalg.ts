@@ -7,9 +7,9 @@
  * Where the CPU kernels throw (a matrix that is not positive definite, a zero pivot), these
  * give NaN (or Inf): throwing would need a read of the device.
  */
-import type { WebGPUBackend, WebGPUProgram } from '@tensorflow/tfjs-backend-webgpu';
 import { CHOLESKY, SOLVE_LOWER_TRIANGULAR } from '../../linalg.js';
 import { tf } from '../../tf.js';
+import type { WebGpuKernelArgs, WgslProgram } from './program.js';
 
 /** Threads per workgroup (one workgroup per matrix). */
 const THREADS = 64;
@@ -22,26 +22,35 @@ function checkBatch(kernel: string, batch: number): void {
   if (batch > MAX_BATCH) throw new Error(`${kernel} (webgpu): at most ${MAX_BATCH} matrices per batch, got ${batch}`);
 }
 
+/** A program over a batch of matrices, output `[S, K, M]`: one workgroup of {@link THREADS} per matrix. */
+abstract class PerMatrixProgram implements WgslProgram {
+  readonly dispatchLayout = { x: [0, 1, 2] };
+  readonly dispatch: [number, number, number];
+  readonly workgroupSize: [number, number, number] = [THREADS, 1, 1];
+  readonly shaderKey: string;
+
+  constructor(
+    readonly variableNames: string[],
+    readonly outputShape: [number, number, number],
+    key: string,
+  ) {
+    this.dispatch = [outputShape[0], 1, 1];
+    this.shaderKey = `${key}_${outputShape.join('_')}`;
+  }
+
+  abstract getUserCode(): string;
+}
+
 /**
  * `L` `[S, K, K]` with `A = L Lᵀ` from `a` `[S, K, K]` (lower triangle read): left-looking,
  * column j after column j − 1; the threads share the rows of each column.
  */
-class CholeskyProgram implements WebGPUProgram {
-  readonly variableNames = ['a'];
-  readonly outputShape: number[];
-  readonly shaderKey: string;
-  readonly dispatchLayout: { x: number[] };
-  dispatch: [number, number, number];
-  readonly workgroupSize: [number, number, number] = [THREADS, 1, 1];
-
+class CholeskyProgram extends PerMatrixProgram {
   constructor(
     batch: number,
     private readonly k: number,
   ) {
-    this.outputShape = [batch, k, k];
-    this.shaderKey = `sslZooCholesky_${batch}_${k}`;
-    this.dispatchLayout = { x: [0, 1, 2] };
-    this.dispatch = [batch, 1, 1];
+    super(['a'], [batch, k, k], 'sslZooCholesky');
   }
 
   getUserCode(): string {
@@ -84,24 +93,14 @@ class CholeskyProgram implements WebGPUProgram {
  * (back substitution), from `l` `[S, K, K]` (lower triangle read) and `b` `[S, K, M]`; each
  * thread solves its columns of B on its own.
  */
-class SolveLowerTriangularProgram implements WebGPUProgram {
-  readonly variableNames = ['l', 'b'];
-  readonly outputShape: number[];
-  readonly shaderKey: string;
-  readonly dispatchLayout: { x: number[] };
-  dispatch: [number, number, number];
-  readonly workgroupSize: [number, number, number] = [THREADS, 1, 1];
-
+class SolveLowerTriangularProgram extends PerMatrixProgram {
   constructor(
     batch: number,
     private readonly k: number,
     private readonly m: number,
     private readonly transpose: boolean,
   ) {
-    this.outputShape = [batch, k, m];
-    this.shaderKey = `sslZooSolveLowerTriangular_${batch}_${k}_${m}_${transpose}`;
-    this.dispatchLayout = { x: [0, 1, 2] };
-    this.dispatch = [batch, 1, 1];
+    super(['l', 'b'], [batch, k, m], `sslZooSolveLowerTriangular_${transpose}`);
   }
 
   getUserCode(): string {
@@ -130,22 +129,21 @@ class SolveLowerTriangularProgram implements WebGPUProgram {
   }
 }
 
-const choleskyKernel: tf.KernelFunc = ({ inputs, backend }) => {
-  const a = inputs.a as tf.TensorInfo;
+function choleskyKernel({ inputs, backend }: WebGpuKernelArgs): tf.TensorInfo {
+  const a = inputs.a!;
   checkBatch(CHOLESKY, a.shape[0]!);
-  const program = new CholeskyProgram(a.shape[0]!, a.shape[1]!);
-  return (backend as unknown as WebGPUBackend).runWebGPUProgram(program, [a], 'float32');
-};
+  return backend.runWebGPUProgram(new CholeskyProgram(a.shape[0]!, a.shape[1]!), [a], 'float32');
+}
 
-const solveKernel: tf.KernelFunc = ({ inputs, backend, attrs }) => {
-  const [l, b] = [inputs.l as tf.TensorInfo, inputs.b as tf.TensorInfo];
+function solveKernel({ inputs, backend, attrs }: WebGpuKernelArgs): tf.TensorInfo {
+  const [l, b] = [inputs.l!, inputs.b!];
   checkBatch(SOLVE_LOWER_TRIANGULAR, b.shape[0]!);
   const program = new SolveLowerTriangularProgram(b.shape[0]!, b.shape[1]!, b.shape[2]!, attrs?.transpose === true);
-  return (backend as unknown as WebGPUBackend).runWebGPUProgram(program, [l, b], 'float32');
-};
+  return backend.runWebGPUProgram(program, [l, b], 'float32');
+}
 
 /** The WGSL Cholesky and triangular solve, for `webgpu` (installed by installWebGpuKernels). */
 export const linalgWebGpuKernels: tf.KernelConfig[] = [
-  { kernelName: CHOLESKY, backendName: 'webgpu', kernelFunc: choleskyKernel },
-  { kernelName: SOLVE_LOWER_TRIANGULAR, backendName: 'webgpu', kernelFunc: solveKernel },
+  { kernelName: CHOLESKY, backendName: 'webgpu', kernelFunc: choleskyKernel as unknown as tf.KernelFunc },
+  { kernelName: SOLVE_LOWER_TRIANGULAR, backendName: 'webgpu', kernelFunc: solveKernel as unknown as tf.KernelFunc },
 ];
