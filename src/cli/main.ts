@@ -20,6 +20,8 @@ import { checkRendezvousFlag } from '../distributed/gloo.js';
 import { launchWorkers, workerEnv } from '../distributed/launcher.js';
 import { LOSS_CHECK_TOLERANCE } from '../verify/loss-check.js';
 import { engineRequest, preflightDistributed, runTraining } from '../experiment/train.js';
+import { finishInterruptedRun, requeueWarning } from '../experiment/interrupted.js';
+import { StopSignal, TrainingInterrupted } from '../trainer/stop-signal.js';
 import { checkStrategyName } from '../trainer/strategy.js';
 import { checkRunDirFree } from '../trainer/run-lock.js';
 import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
@@ -76,6 +78,7 @@ function launch(config: TrainConfig, nprocs: number, splitsBatch = true): Promis
     script: process.argv[1],
     args: process.argv.slice(2),
     envFor: config.gpus && config.backend === 'tensorflow' ? (localRank) => ({ CUDA_VISIBLE_DEVICES: String(localRank) }) : undefined,
+    stopTimeoutMs: config.timeout * 1000,
   });
 }
 
@@ -104,15 +107,24 @@ export function buildProgram(): Command {
     const config = resolveTrainConfig(command);
     const worker = workerEnv();
     const nprocs = config.gpus ?? config.devices;
+    const warning = worker ? undefined : requeueWarning(config.requeue);
+    if (warning) process.stderr.write(`${warning}\n`);
     if (!worker && nprocs * config.numNodes > 1) {
       // Rank 0 takes the run directory's lock; a directory in use is refused before any worker starts.
       if (config.runDir !== undefined && config.nodeRank === 0) checkRunDirFree(config.runDir, { forceUnlock: config.forceUnlock });
       process.exitCode = await launch(config, nprocs);
       return;
     }
-    const result = await runTraining(config, { worker });
-    if (!worker || worker.rank === 0) {
-      process.stdout.write(`${JSON.stringify({ runDir: result.runDir, step: result.fit.progress.step, ...result.fit.validation })}\n`);
+    const isGlobalZero = !worker || worker.rank === 0;
+    const stop = new StopSignal().install();
+    try {
+      const result = await runTraining(config, { worker, stop });
+      if (isGlobalZero) process.stdout.write(`${JSON.stringify({ runDir: result.runDir, step: result.fit.progress.step, ...result.fit.validation })}\n`);
+    } catch (e) {
+      if (!(e instanceof TrainingInterrupted)) throw e;
+      process.exitCode = finishInterruptedRun(e, { requeue: config.requeue, isGlobalZero });
+    } finally {
+      stop.uninstall();
     }
   });
 

@@ -8,6 +8,7 @@ import {
   wandbApiKeyAvailable,
   wandbBaseUrl,
   WANDB_INFO_FORMAT,
+  wandbExitCode,
   WandbUploader,
   writeWandbRunInfo,
   type WandbRunInfo,
@@ -42,6 +43,8 @@ interface LocalRun {
   rows: HistoryRow[];
   summary: Record<string, number>;
   status: string;
+  /** What stopped an interrupted run (`SIGTERM`, ...). */
+  signal?: string;
 }
 
 /**
@@ -53,7 +56,8 @@ export function readLocalRun(runDir: string, command = 'wandb-sync'): LocalRun {
   const rows = historyRows(records);
   const summaryJson = readRunSummary(runDir, command) ?? {};
   const summary = Object.fromEntries(Object.entries(summaryJson).filter((e): e is [string, number] => typeof e[1] === 'number'));
-  return { runDir, config, rows, summary, status: runStatus(summaryJson) };
+  const signal = typeof summaryJson.signal === 'string' ? summaryJson.signal : undefined;
+  return { runDir, config, rows, summary, status: runStatus(summaryJson), signal };
 }
 
 /** The run's W&B record: `wandb.json` when it has one, else a new run named from its config (and written). */
@@ -122,7 +126,8 @@ export async function wandbSync(runDirs: string[], options: WandbSyncOptions = {
     );
     uploader.start();
     for (const row of run.rows) uploader.log(row.step, row.values);
-    const outcome = await uploader.finish(run.status === 'success' ? 0 : 1, summarizeHistory(run.rows, run.summary), options.timeoutMs ?? 120_000);
+    const status = run.status === 'success' || run.status === 'interrupted' ? run.status : 'failed';
+    const outcome = await uploader.finish(wandbExitCode(status, run.signal), summarizeHistory(run.rows, run.summary), options.timeoutMs ?? 120_000);
     const updated: WandbRunInfo = {
       ...info,
       baseUrl,

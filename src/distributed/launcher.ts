@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { invalidValue, UserError } from '../core/errors.js';
+import { signalExitCode, STOP_LISTENING_MESSAGE, STOP_MESSAGE, STOP_SIGNALS } from '../trainer/stop-signal.js';
 
 /** Where a worker process sits in the job (torchrun's variables). */
 export interface WorkerEnv {
@@ -107,6 +108,12 @@ export interface LaunchOptions {
   envFor?: (localRank: number) => NodeJS.ProcessEnv;
   /** How long to wait after asking the other workers to stop before killing them. */
   killAfterMs?: number;
+  /**
+   * After forwarding a stop signal (SIGINT, SIGTERM, SIGUSR1) to the workers, how long to wait
+   * for them to save their checkpoint and exit before killing them (the run's `--timeout`;
+   * default 300 s).
+   */
+  stopTimeoutMs?: number;
 }
 
 /**
@@ -116,6 +123,18 @@ export interface LaunchOptions {
  * terminal; the others' output is kept and shown if they fail. When a worker fails, the
  * others are stopped and 2 (its user error) or 1 is returned, with one report of how it
  * ended (see {@link failureReport}). Resolves to 0 when every worker succeeds.
+ *
+ * SIGINT, SIGTERM and SIGUSR1 are forwarded to the workers, which stop gracefully (a
+ * checkpoint at the step they agree on; see src/trainer/stop-signal.ts); after
+ * `stopTimeoutMs` the ones still running are killed. It then resolves to 128 + the first
+ * signal's number (130, 143, 138), as do workers that a signal stopped without the launcher
+ * (one sent to a rank directly). The first signal is forwarded as a message on the IPC
+ * channel of each worker that listens for it ({@link STOP_MESSAGE}: training has installed its
+ * handlers; others get the signal itself), not as a signal: Ctrl-C in a terminal, or a Slurm
+ * signal to every process of a step, reaches the workers directly too, and a worker takes a
+ * second signal as "stop at once". Further signals are forwarded as themselves. (The workers
+ * stay in the terminal's process group, so that such signals still reach them if the
+ * launcher is gone.)
  */
 export async function launchWorkers(options: LaunchOptions): Promise<number> {
   const { nprocs, numNodes, nodeRank } = options;
@@ -131,18 +150,36 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
   const stderrTails: string[] = [];
   let firstFailure: { rank: number; code: number | null; signal: NodeJS.Signals | null } | undefined;
   let stopping = false;
+  // The exit code of a graceful stop: 128 + the first stop signal's number, forwarded or seen in a worker's exit code.
+  let interruptedCode: number | undefined;
+  let stopKiller: NodeJS.Timeout | undefined;
+  // The workers that take a forwarded stop signal as a message (see STOP_LISTENING_MESSAGE).
+  const listening = new Set<ChildProcess>();
 
   const stopAll = (signal: NodeJS.Signals) => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(signal);
   };
-  const forward = (signal: NodeJS.Signals) => () => {
-    stopping = true;
-    stopAll(signal);
+  const killAfterStopTimeout = () => {
+    stopKiller ??= setTimeout(() => stopAll('SIGKILL'), options.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS);
   };
-  const onInt = forward('SIGINT');
-  const onTerm = forward('SIGTERM');
-  process.on('SIGINT', onInt);
-  process.on('SIGTERM', onTerm);
+  const forwarders = STOP_SIGNALS.map((signal) => {
+    const forward = () => {
+      stopping = true;
+      if (interruptedCode === undefined) {
+        interruptedCode = signalExitCode(signal);
+        for (const c of children) {
+          if (c.exitCode !== null || c.signalCode !== null) continue;
+          if (listening.has(c) && c.connected) c.send({ type: STOP_MESSAGE, signal });
+          else c.kill(signal);
+        }
+      } else {
+        stopAll(signal);
+      }
+      killAfterStopTimeout();
+    };
+    process.on(signal, forward);
+    return [signal, forward] as const;
+  });
 
   try {
     const exits = Array.from({ length: nprocs }, (_, localRank) => {
@@ -161,19 +198,30 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
       };
       const child = spawn(process.execPath, [...process.execArgv, options.script, ...options.args], {
         env,
-        stdio: rank === 0 ? ['ignore', 'inherit', 'pipe'] : ['ignore', 'ignore', 'pipe'],
+        stdio: rank === 0 ? ['ignore', 'inherit', 'pipe', 'ipc'] : ['ignore', 'ignore', 'pipe', 'ipc'],
       });
       children.push(child);
+      child.on('message', (m: { type?: unknown } | null) => {
+        if (m?.type === STOP_LISTENING_MESSAGE) listening.add(child);
+      });
       stderrTails[localRank] = '';
       child.stderr?.on('data', (chunk: Buffer) => {
         if (rank === 0) process.stderr.write(chunk);
         stderrTails[localRank] = (stderrTails[localRank] + chunk.toString()).slice(-16384);
       });
       child.on('exit', (code, signal) => {
+        if (code !== null && STOP_EXIT_CODES.has(code) && !firstFailure && interruptedCode === undefined) {
+          // A signal reached the workers without the launcher: they stop at the step they agreed on.
+          stopping = true;
+          interruptedCode = code;
+          killAfterStopTimeout();
+          return;
+        }
         if ((code !== 0 || signal !== null) && !firstFailure && !stopping) {
           firstFailure = { rank: localRank, code, signal };
           stopping = true;
-          stopAll('SIGTERM');
+          // A training rank takes SIGTERM as a graceful stop, which cannot finish without the failed rank.
+          for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(listening.has(c) ? 'SIGKILL' : 'SIGTERM');
           const killer = setTimeout(() => stopAll('SIGKILL'), options.killAfterMs ?? 5000);
           killer.unref();
         }
@@ -183,10 +231,11 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
     });
     await Promise.all(exits);
   } finally {
-    process.off('SIGINT', onInt);
-    process.off('SIGTERM', onTerm);
+    for (const [signal, forward] of forwarders) process.off(signal, forward);
+    clearTimeout(stopKiller);
     if (storeDir) rmSync(storeDir, { recursive: true, force: true });
   }
+  if (interruptedCode !== undefined && !firstFailure) return interruptedCode;
   if (!firstFailure) return stopping ? 1 : 0;
   const { rank: localRank, code, signal } = firstFailure;
   const rank = nodeRank * nprocs + localRank;
@@ -194,6 +243,12 @@ export async function launchWorkers(options: LaunchOptions): Promise<number> {
   if (report) process.stderr.write(`${report}\n`);
   return code === 2 ? 2 : 1;
 }
+
+/** How long the workers have to stop after a forwarded signal, without `stopTimeoutMs`. */
+const DEFAULT_STOP_TIMEOUT_MS = 300_000;
+
+/** The exit codes of a worker that a stop signal interrupted (130, 138, 143). */
+const STOP_EXIT_CODES = new Set(STOP_SIGNALS.map(signalExitCode));
 
 /** "killed by SIGKILL" or "exited with code 3". */
 export function describeExit(code: number | null, signal: NodeJS.Signals | null): string {

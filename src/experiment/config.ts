@@ -156,6 +156,9 @@ export class TrainConfig {
   @IsOptional()
   @IsString()
   resume?: string;
+  @Flag('[bool]', 'under Slurm: after a signal (SIGUSR1, SIGTERM, SIGINT) saved last.ckpt, requeue the job (scontrol requeue); run it with --resume auto')
+  @IsBoolean()
+  requeue = false;
   @Flag('[bool]', "take over the run directory's lock even when its holder may still run (another host, or a reused pid); see docs/training.md")
   @IsBoolean()
   forceUnlock = false;

@@ -25,6 +25,7 @@ import { acquireRunLock, type RunLock } from '../trainer/run-lock.js';
 import { isGlooAvailable, loadGlooAddon } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
 import { NonFiniteError, Trainer, TRAINER_OPTIONS, type FitResult, type TrainerOptions } from '../trainer/trainer.js';
+import type { StopRequest } from '../trainer/stop-signal.js';
 import type { TrainConfig } from './config.js';
 import { preflightStrategy, registerAround, registerLoggers, registerRunStrategy } from './run-scope.js';
 import { checkFolderFlags, prepareExperiment, prepareFolderExperiment, warnSkippedFile, type Experiment } from './experiment.js';
@@ -56,6 +57,8 @@ export interface RunOptions {
   callbacks?: Callback[];
   /** This process's place in a multi-process job (set by the launcher's environment). */
   worker?: WorkerEnv;
+  /** Where a request to stop gracefully comes from (the CLI's signal handlers); default none. */
+  stop?: StopRequest;
 }
 
 const packageRoot = new URL('../../../', import.meta.url);
@@ -296,6 +299,7 @@ export async function runTraining(config: TrainConfig, options: RunOptions = {})
     runDir,
     resume: config.resume,
     config: resolved,
+    stop: options.stop,
   };
   scope.registerInstance(TRAINER_OPTIONS, trainerOptions);
   // Whether the W&B run is continued is decided when the trainer knows where training

@@ -7,7 +7,8 @@
  * and whether W&B has all of its history, so `ssl-train wandb-sync` can upload it later.
  * `finalize` waits for the upload a bounded time, then gives up.
  */
-import type { Logger } from '../trainer/loggers.js';
+import type { Logger, RunStatus } from '../trainer/loggers.js';
+import { signalExitCode, STOP_SIGNALS, type StopSignalName } from '../trainer/stop-signal.js';
 import { historyRows, readMetrics, type HistoryRow } from '../trainer/run-dir.js';
 import {
   deriveWandbIdentity,
@@ -172,7 +173,12 @@ export class WandbLogger implements Logger {
     this.uploader?.log(row.step, row.values);
   }
 
-  async finalize(status: 'success' | 'failed', summary: Record<string, number>): Promise<void> {
+  /**
+   * Ends the W&B run with the exit code the CLI exits with: 0 (success), 1 (failed), or
+   * 128 + the signal's number for a run a signal interrupted (the JS SDK has no other way to
+   * say so: W&B shows it as ended with that code; `--resume auto` continues the same W&B run).
+   */
+  async finalize(status: RunStatus, summary: Record<string, number>, _reason?: string, signal?: string): Promise<void> {
     const info = this.info;
     if (!info) return;
     for (const row of this.replay) this.send(row);
@@ -186,7 +192,7 @@ export class WandbLogger implements Logger {
     }
     if (!this.uploader) return;
     const outcome = await this.uploader.finish(
-      status === 'success' ? 0 : 1,
+      wandbExitCode(status, signal),
       summarizeHistory(this.rows, summary),
       this.options.finishTimeoutMs ?? DEFAULT_FINISH_TIMEOUT_MS,
     );
@@ -202,4 +208,11 @@ export class WandbLogger implements Logger {
     }
     this.saveInfo(info);
   }
+}
+
+/** The exit code W&B records for a run that ended with `status` (see {@link WandbLogger.finalize}). */
+export function wandbExitCode(status: RunStatus, signal?: string): number {
+  if (status === 'success') return 0;
+  if (status === 'interrupted' && STOP_SIGNALS.includes(signal as StopSignalName)) return signalExitCode(signal as StopSignalName);
+  return 1;
 }

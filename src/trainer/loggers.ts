@@ -1,5 +1,7 @@
 import { mkdirSync } from 'node:fs';
-import { appendMetrics, rewindRunDir, writeRunConfig, writeRunSummary } from './run-dir.js';
+import { appendMetrics, rewindRunDir, writeRunConfig, writeRunSummary, type RunStatus } from './run-dir.js';
+
+export type { RunStatus } from './run-dir.js';
 
 /**
  * Injection token of the {@link Logger}s (the trainer injects them all, in registration
@@ -22,8 +24,11 @@ export interface Logger {
   logHyperparams(config: Record<string, unknown>): void;
   /** Metrics named `train/...` or `val/...` at an optimizer step. */
   logMetrics(metrics: Record<string, number>, step: number): void;
-  /** End of the run: summary values, whether it finished or failed, and why it failed. */
-  finalize(status: 'success' | 'failed', summary: Record<string, number>, reason?: string): void | Promise<void>;
+  /**
+   * End of the run: summary values, whether it finished, failed or was interrupted, why it
+   * failed or stopped, and for an interrupted run the signal that stopped it.
+   */
+  finalize(status: RunStatus, summary: Record<string, number>, reason?: string, signal?: string): void | Promise<void>;
 }
 
 /**
@@ -57,7 +62,7 @@ export class RunDirLogger implements Logger {
     appendMetrics(this.dir(), step, metrics);
   }
 
-  finalize(status: 'success' | 'failed', summary: Record<string, number>, reason?: string): void {
-    writeRunSummary(this.dir(), status, summary, reason);
+  finalize(status: RunStatus, summary: Record<string, number>, reason?: string, signal?: string): void {
+    writeRunSummary(this.dir(), status, summary, reason, signal);
   }
 }

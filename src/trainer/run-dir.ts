@@ -4,7 +4,8 @@
  *
  * - `config.json`: the resolved configuration, once at the start;
  * - `metrics.jsonl`: one JSON object per logging call, `{"step", "time", ...metrics}`;
- * - `summary.json`: `{"status", "reason" (when failed), ...summary}`, at the end;
+ * - `summary.json`: `{"status", "reason" (when failed or interrupted), "signal" (when
+ *   interrupted), ...summary}`, at the end;
  * - `checkpoints/`: `epoch-<n>.ckpt` and `last.ckpt` (the file format is in checkpoint.ts).
  * - `ssl-train.lock`: while a run writes the directory (run-lock.ts).
  *
@@ -14,6 +15,12 @@ import { accessSync, constants, existsSync, readFileSync, rmSync, statSync } fro
 import { dirname, join, resolve } from 'node:path';
 import { atPath, IoFailure, UserError } from '../core/errors.js';
 import { appendFileReported, writeFileAtomic, writeFileReported } from './files.js';
+
+/**
+ * How a run ended: it finished, it failed (`reason` says why), or a signal stopped it
+ * (SIGTERM, SIGINT, SIGUSR1: `last.ckpt` holds the step it stopped at; resume it).
+ */
+export type RunStatus = 'success' | 'failed' | 'interrupted';
 
 /** The checkpoint that is rewritten at every checkpoint and at the end of a run. */
 export const LAST_CHECKPOINT = 'last.ckpt';
@@ -77,9 +84,9 @@ export function appendMetrics(runDir: string, step: number, metrics: Record<stri
   appendFileReported(runDirPaths(runDir).metrics, `${JSON.stringify({ step, time: Date.now() / 1000, ...metrics })}\n`);
 }
 
-/** Writes `summary.json` atomically. */
-export function writeRunSummary(runDir: string, status: 'success' | 'failed', summary: Record<string, number>, reason?: string): void {
-  const record = reason === undefined ? { status, ...summary } : { status, reason, ...summary };
+/** Writes `summary.json` atomically (`signal`: what stopped an interrupted run, e.g. `SIGTERM`). */
+export function writeRunSummary(runDir: string, status: RunStatus, summary: Record<string, number>, reason?: string, signal?: string): void {
+  const record = { status, ...(reason === undefined ? {} : { reason }), ...(signal === undefined ? {} : { signal }), ...summary };
   writeFileAtomic(runDirPaths(runDir).summary, [`${JSON.stringify(record, null, 2)}\n`]);
 }
 
@@ -213,7 +220,7 @@ export function readRunSummary(runDir: string, command: string): Record<string, 
   return existsSync(path) ? readJsonObject(path, command) : undefined;
 }
 
-/** The status a run's summary records (`success`, `failed`), or `unfinished`. */
+/** The status a run's summary records (`success`, `failed`, `interrupted`), or `unfinished`. */
 export function runStatus(summary: Record<string, unknown> | undefined): string {
   return typeof summary?.status === 'string' ? summary.status : 'unfinished';
 }

@@ -50,6 +50,18 @@ export interface ApplyStepOptions {
   adjust?: (reduced: Record<string, Tensor>) => Record<string, Tensor>;
   /** Reads the gradients about to be applied (keyed by variable name; disposed afterwards). */
   inspect?: (applied: Record<string, Tensor>) => void;
+  /**
+   * This rank's stop request: a signal's number, 0 for none (default: none). Agreed over the
+   * ranks in the step's finiteness all-reduce (see {@link AppliedStep.stop}).
+   */
+  stopRequest?: () => number;
+}
+
+/** What {@link applyStep} returns: the step's metrics and the stop the ranks agreed on. */
+export interface AppliedStep {
+  metrics: PendingMetrics;
+  /** The largest stop request (a signal's number) of any rank at this step, 0 for none: the same on every rank. */
+  stop: number;
 }
 
 /**
@@ -91,14 +103,15 @@ export function accumulateBatch<B>(module: TrainingModule<B>, batch: B, variable
  * per step, awaited before the update: one finiteness flag per metric and per gradient,
  * reduced on the device (see {@link nonFiniteFlags}; a few bytes), and one small all-reduce
  * of two flags over ranks ({@link Strategy.allReduceMax}), so that every rank reaches the same
- * verdict. Only when a flag is set are the metrics read (and averaged over ranks) for
+ * verdict. The same all-reduce carries the ranks' stop requests (`stopRequest`, a signal), so
+ * that every rank agrees at which step to stop without another collective. Only when a flag is set are the metrics read (and averaged over ranks) for
  * `check`'s message. (Applying the update on the device under a "finite" mask instead, and
  * reading the flag later, would spare a GPU that wait, but would need a masked copy of every
  * parameter and every optimizer state tensor at each step: on the CPU backend that costs more
  * than the read.)
  */
-export async function applyStep(acc: Accumulated, options: ApplyStepOptions): Promise<PendingMetrics> {
-  const { strategy, optimizer, variables, check, throughput, adjust, inspect } = options;
+export async function applyStep(acc: Accumulated, options: ApplyStepOptions): Promise<AppliedStep> {
+  const { strategy, optimizer, variables, check, throughput, adjust, inspect, stopRequest } = options;
   const local = acc.count === 1 ? acc.grads : Object.fromEntries(Object.entries(acc.grads).map(([name, g]) => [name, tf.tidy(() => tf.div(g, acc.count))]));
   const metrics: Record<string, Scalar> =
     acc.count === 1 ? acc.metrics : Object.fromEntries(Object.entries(acc.metrics).map(([name, sum]) => [name, tf.tidy(() => tf.div(sum, acc.count))]));
@@ -112,7 +125,11 @@ export async function applyStep(acc: Accumulated, options: ApplyStepOptions): Pr
     const metricTensors = Object.values(metrics);
     const flags = await nonFiniteFlags([...metricTensors, ...gradientNames.map((n) => reduced[n])]);
     const badGradient = gradientNames[flags.indexOf(true, metricTensors.length) - metricTensors.length];
-    const [metricFlag, gradientFlag] = strategy.allReduceMax([flags.slice(0, metricTensors.length).includes(true) ? 1 : 0, badGradient === undefined ? 0 : 1]);
+    const [metricFlag, gradientFlag, stop] = strategy.allReduceMax([
+      flags.slice(0, metricTensors.length).includes(true) ? 1 : 0,
+      badGradient === undefined ? 0 : 1,
+      stopRequest?.() ?? 0,
+    ]);
     if (check && (metricFlag > 0 || gradientFlag > 0)) {
       const [read] = await readMetrics([{ tensors: metrics, values }], strategy);
       await check(read.reduced, { flag: gradientFlag, name: badGradient });
@@ -121,7 +138,7 @@ export async function applyStep(acc: Accumulated, options: ApplyStepOptions): Pr
     inspect?.(applied);
     optimizer.step(applied);
     done = true;
-    return { tensors: metrics, values };
+    return { metrics: { tensors: metrics, values }, stop };
   } finally {
     const metricSums = acc.count === 1 ? [] : Object.values(acc.metrics);
     tf.dispose([...new Set([...Object.values(applied), ...Object.values(reduced), ...Object.values(local), ...Object.values(acc.grads), ...metricSums])]);
@@ -176,11 +193,14 @@ export interface FinishStepOptions {
   check?: (reduced: Record<string, number>, gradient: { flag: number; name?: string }, lrs: Record<string, number>) => void | Promise<void>;
   throughput?: ApplyStepOptions['throughput'];
   inspect?: ApplyStepOptions['inspect'];
+  stopRequest?: ApplyStepOptions['stopRequest'];
 }
 
-/** A finished optimizer step: its metrics (still on the device) and learning rates by group name. */
-export interface StepOutcome {
-  metrics: PendingMetrics;
+/**
+ * A finished optimizer step: its metrics (still on the device), learning rates by group name,
+ * and the stop request the ranks agreed on at it ({@link AppliedStep.stop}).
+ */
+export interface StepOutcome extends AppliedStep {
   lrs: Record<string, number>;
 }
 
@@ -229,7 +249,7 @@ export class StepSequence<B> {
     this.pending = undefined;
     const lrs = scheduler.apply(progress.step);
     const { check } = options;
-    const metrics = await applyStep(acc, {
+    const applied = await applyStep(acc, {
       strategy,
       optimizer,
       variables,
@@ -237,10 +257,11 @@ export class StepSequence<B> {
       throughput: options.throughput,
       adjust: module.adjustGradients && ((grads) => module.adjustGradients!(grads, progress)),
       inspect: options.inspect,
+      stopRequest: options.stopRequest,
     });
     progress.step++;
     module.onTrainBatchEnd?.(progress);
-    return { metrics, lrs };
+    return { ...applied, lrs };
   }
 }
 

@@ -9,9 +9,10 @@ import { CALLBACK, type Callback } from './callbacks.js';
 import { describeProgress, encodeCheckpoint, findLatestCheckpoint, loadCheckpoint, savedProgress, withoutPrefix, withPrefix } from './checkpoint.js';
 import { writeFileAtomic } from './files.js';
 import type { DataSource, Progress, TrainerOptimizer, TrainingModule } from './interfaces.js';
-import { LOGGER, type Logger } from './loggers.js';
+import { LOGGER, type Logger, type RunStatus } from './loggers.js';
 import { epochCheckpointName, LAST_CHECKPOINT, runDirPaths } from './run-dir.js';
 import { firstNonFinite, readMetrics, StepSequence, type PendingMetrics, type StepMetrics } from './step.js';
+import { handlePendingSignals, signalNumber, stopSignalNamed, TrainingInterrupted, type StopRequest } from './stop-signal.js';
 import { STRATEGY, type Strategy } from './strategy.js';
 
 /** Injection token of the {@link TrainerOptions}. */
@@ -56,6 +57,11 @@ export interface TrainerOptions {
    * checkpoints); default stderr, one line each, prefixed `ssl-train: `.
    */
   print?: (line: string) => void;
+  /**
+   * Where a request to stop comes from (SIGTERM, SIGINT, SIGUSR1: the CLI's
+   * {@link StopSignal}); default none. See {@link Trainer} for how a run stops.
+   */
+  stop?: StopRequest;
 }
 
 /** What {@link Trainer.fit} returns. */
@@ -108,6 +114,15 @@ export class NonFiniteError extends TrainingFailure {
  * and averaged over ranks (one all-reduce): the logging step's row goes to the loggers, and
  * each step's metrics to the callbacks' `onTrainBatchEnd`, in order (so a callback sees a
  * step up to `logEvery` steps after it ran). A non-finite stop first delivers the steps before it.
+ *
+ * A stop request ({@link TrainerOptions.stop}: a signal) is agreed over the ranks in the same
+ * all-reduce as the finiteness check, so every rank stops after the same optimizer step: that
+ * step's update is applied, the metrics are flushed, `last.ckpt` is written at it, the loggers
+ * finalize with status `interrupted`, and `fit` throws {@link TrainingInterrupted}. At an
+ * epoch's last step the epoch end runs first (validation, epoch checkpoint), as without a
+ * stop. A request that comes during validation, a checkpoint write or between epochs is
+ * agreed at the epoch end (one more small all-reduce per epoch) or else at the end of the
+ * next step. A request at the run's last step, or after it, lets the run finish normally.
  */
 @injectable()
 export class Trainer {
@@ -131,6 +146,9 @@ export class Trainer {
   /** Trains `module` on `data` until `maxEpochs` (or `maxSteps`), resuming if asked. */
   async fit<B>(module: TrainingModule<B>, data: DataSource<B>): Promise<FitResult> {
     const started = Date.now();
+    const stopRequest = this.options.stop;
+    stopRequest?.arm?.();
+    const localStop = () => (stopRequest?.requested ? signalNumber(stopRequest.requested) : 0);
     const { maxEpochs, maxSteps } = this.options;
     const batchesPerEpoch = data.numBatches();
     const accumulate = this.options.accumulateGradBatches ?? 1;
@@ -161,11 +179,13 @@ export class Trainer {
     const save = (names: string[], lrs: Record<string, number>) => this.writeCheckpoints(names, module, optimizer, progress, saved, lrs, elapsed());
     const losses: number[] = [];
     let validation: Record<string, number> = {};
-    let status: 'success' | 'failed' = 'failed';
+    let status: RunStatus = 'failed';
     let failure: unknown;
     let lrs: Record<string, number> = {};
     // The steps whose metrics are still on the device, read at the next logging step (see `flush`).
     const unread: UnreadStep[] = [];
+    // The stop signal the ranks agreed on (a signal's number), 0 while none.
+    let agreedStop = 0;
     try {
       if (this.options.validateAtStart && module.validate && this.options.valEvery > 0 && !restored) {
         const baseline = this.prefixed('val', await module.validate(progress));
@@ -215,10 +235,13 @@ export class Trainer {
         for await (const batch of data.batches(progress.epoch, progress.batchInEpoch)) {
           steps.addBatch(batch, progress);
           if (steps.pendingBatches < accumulate && progress.batchInEpoch < batchesPerEpoch) continue;
-          const outcome = await steps.finishStep(progress, { check, throughput });
+          if (stopRequest) await handlePendingSignals();
+          const outcome = await steps.finishStep(progress, { check, throughput, stopRequest: localStop });
           lrs = outcome.lrs;
           unread.push({ at: { ...progress }, metrics: outcome.metrics, logs: { ...module.stepLogs?.() }, lrs });
-          if (isLogStep(progress.step)) await flush();
+          if (outcome.stop > 0 && progress.step < stopAt) agreedStop = outcome.stop;
+          if (isLogStep(progress.step) || agreedStop > 0) await flush();
+          if (agreedStop > 0) break;
           if (everySteps > 0 && progress.step % everySteps === 0 && progress.step < stopAt) {
             if (progress.batchInEpoch < batchesPerEpoch) await save([LAST_CHECKPOINT], lrs);
             else stepCheckpointDue = true;
@@ -245,10 +268,21 @@ export class Trainer {
           progress.batchInEpoch = 0;
           const names = this.options.checkpointEvery > 0 && progress.epoch % this.options.checkpointEvery === 0 ? [epochCheckpointName(progress.epoch)] : [];
           if (names.length > 0 || stepCheckpointDue) await save([...names, LAST_CHECKPOINT], lrs);
+          // A request that came during validation or the checkpoint write stops here, not a step later.
+          if (!finished && agreedStop === 0) {
+            if (stopRequest) await handlePendingSignals();
+            agreedStop = this.strategy.allReduceMax([localStop()])[0];
+          }
         }
-        if (finished) break;
+        if (finished || agreedStop > 0) break;
       }
       if (saved.lastWritten !== progressKey(progress)) await save([LAST_CHECKPOINT], lrs);
+      const signal = stopSignalNamed(agreedStop);
+      if (signal) {
+        const epoch = progress.batchInEpoch === 0 ? progress.epoch : progress.epoch + 1;
+        status = 'interrupted';
+        throw new TrainingInterrupted(signal, progress.step, epoch, runDirPaths(this.options.runDir).lastCheckpoint);
+      }
       status = 'success';
     } catch (e) {
       failure = withLastGoodCheckpoint(e, saved);
@@ -258,8 +292,9 @@ export class Trainer {
       for (const c of callbacks) c.onFitEnd?.(progress);
       await data.close();
       const reason = failure === undefined ? undefined : failure instanceof Error ? failure.message : String(failure);
+      const signal = failure instanceof TrainingInterrupted ? failure.signal : undefined;
       for (const l of loggers) {
-        const finalizing = (async () => l.finalize(status, { ...validation, step: progress.step, wall_time_sec: elapsed() }, reason))();
+        const finalizing = (async () => l.finalize(status, { ...validation, step: progress.step, wall_time_sec: elapsed() }, reason, signal))();
         // A failed run's summary is written if it can be (a full disk may still take a small
         // file); if not, the failure that stopped the run is the one reported.
         if (failure === undefined) await finalizing;
@@ -267,7 +302,7 @@ export class Trainer {
       }
       // Every rank stops at the same step; the others wait until rank 0 has written the
       // run directory's final state, so that no launcher stops it half-way.
-      if (failure instanceof NonFiniteError && this.strategy.group.worldSize > 1) {
+      if ((failure instanceof NonFiniteError || failure instanceof TrainingInterrupted) && this.strategy.group.worldSize > 1) {
         try {
           this.strategy.barrier();
         } catch {

@@ -144,7 +144,7 @@ describe('SwAV', () => {
       const progress = { epoch, step, batchInEpoch: 0, totalSteps: 4 };
       scheduler.apply(step);
       const acc = accumulateBatch(task, batch, variables);
-      const metrics = await applyStep(acc, { strategy, optimizer, variables, adjust: (g) => task.adjustGradients(g, progress) });
+      const { metrics } = await applyStep(acc, { strategy, optimizer, variables, adjust: (g) => task.adjustGradients(g, progress) });
       tf.dispose(Object.values(metrics.tensors));
     };
     const start = snapshot();

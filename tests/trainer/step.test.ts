@@ -141,7 +141,7 @@ describe('trainer step sequence', () => {
     const { optimizer } = module.configureOptimizers({ totalSteps: 1, stepsPerEpoch: 1 });
     const variables = module.model.trainableParameters();
     const seen: number[] = [];
-    const metrics = await applyStep(accumulateBatch(module, 4, variables), {
+    const { metrics } = await applyStep(accumulateBatch(module, 4, variables), {
       strategy,
       optimizer,
       variables,
