@@ -5,9 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
 import { checkGpuAdapters, checkRankAdapters, eligibleAdapters, listDeviceSelectLayer, listGpuAdapters } from '../../src/core/webgpu.js';
 import { adapterOpening, applyEnv, checkIsolated, isolationEnv, parseDeviceSelectList, type LayerDevice } from '../../src/core/webgpu-select.js';
+import { runCli, SMOKE_FLAGS } from '../helpers/run.js';
 import { twoSwiftShaderIcds } from '../helpers/webgpu.js';
 
 const H100 = 'NVIDIA H100 80GB HBM3';
@@ -127,6 +130,7 @@ describe("core: two identical SwiftShader adapters, Mesa's device-select layer a
     env = { ...process.env, VK_ICD_FILENAMES: twoSwiftShaderIcds() };
     for (const key of ['MESA_VK_DEVICE_SELECT', 'MESA_VK_DEVICE_SELECT_FORCE_DEFAULT_DEVICE', 'DRI_PRIME', 'NODEVICE_SELECT']) delete env[key];
   });
+  after(() => rmSync(dirname(env.VK_ICD_FILENAMES!.split(':')[0]!), { recursive: true, force: true }));
 
   /** The adapter names Dawn lists in a child that first applies isolationEnv(tag) to its own process.env (no tag: nothing). */
   function dawnNamesInChild(tag?: string): string[] {
@@ -172,6 +176,15 @@ describe("core: two identical SwiftShader adapters, Mesa's device-select layer a
     assert.throws(
       () => listGpuAdapters({ ...env, MESA_VK_DEVICE_SELECT: 'list' }),
       /^UserError: backend: "webgpu": listing the GPU adapters failed: MESA_VK_DEVICE_SELECT=list made Mesa's Vulkan device-select layer print its devices and end the process; unset MESA_VK_DEVICE_SELECT$/,
+    );
+  });
+
+  it('ssl-train --backend webgpu with MESA_VK_DEVICE_SELECT=list: that line alone on stderr, exit 2', () => {
+    const out = runCli([...SMOKE_FLAGS, '--backend', 'webgpu', '--max-steps', '1'], 60_000, { ...env, MESA_VK_DEVICE_SELECT: 'list' });
+    assert.equal(out.status, 2, out.stderr);
+    assert.match(
+      out.stderr,
+      /^ssl-train: error: backend: "webgpu": listing the GPU adapters failed: MESA_VK_DEVICE_SELECT=list made .*; unset MESA_VK_DEVICE_SELECT\n$/,
     );
   });
 
