@@ -205,8 +205,8 @@ console.log('\n== summary ==');
 for (const [m, r] of Object.entries(summary.models)) {
   const w = r.webgpu, t = r.pytorch, f = (x, d = 3) => (typeof x === 'number' ? x.toFixed(d) : 'n/a');
   const g = (x) => (typeof x === 'number' ? x.toPrecision(3) : 'n/a');
-  console.log(`${m}: WebGPU ${w ? `${f(w.seconds)} s/step ${f(w.images_per_s, 1)} img/s ${g(w.tflops)} TFLOP/s` : 'no result'}; ` +
-    `PyTorch ${t ? `${t.device} ${f(t.seconds)} s/step ${f(t.images_per_s, 1)} img/s ${g(t.tflops)} TFLOP/s` : 'no result'}; ` +
+  console.log(`${m}: WebGPU ${w ? `${f(w.seconds)} s/step ${g(w.images_per_s)} img/s ${g(w.tflops)} TFLOP/s` : 'no result'}; ` +
+    `PyTorch ${t ? `${t.device} ${f(t.seconds)} s/step ${g(t.images_per_s)} img/s ${g(t.tflops)} TFLOP/s` : 'no result'}; ` +
     `WebGPU/PyTorch time ${f(r.webgpu_over_pytorch_time, 2)}`);
 }
 console.log(`SimCLR: ${simclr ? `exit ${simclr.exit}, kNN top-1 ${simclr.final?.['val/knn_acc1'] ?? 'n/a'}` : 'not run'}`);
