@@ -167,6 +167,11 @@ describe("core: two identical SwiftShader adapters, Mesa's device-select layer a
     );
   });
 
+  it('with the layer disabled (NODEVICE_SELECT=1) there is no layer list: undefined, as without mesa-vulkan-drivers', () => {
+    assert.equal(listDeviceSelectLayer({ ...env, NODEVICE_SELECT: '1' }), undefined);
+    assert.equal(listGpuAdapters({ ...env, NODEVICE_SELECT: '1' }).adapters.length, 2);
+  });
+
   it("the rank's environment, set through process.env in a child before Dawn's create(), leaves Dawn one adapter", () => {
     assert.deepEqual(dawnNamesInChild(), [SWIFTSHADER, SWIFTSHADER]);
     assert.deepEqual(dawnNamesInChild('pci-0000_00_00_0'), [SWIFTSHADER]);
