@@ -117,7 +117,7 @@ async function main(): Promise<void> {
     results[model] = out;
     process.stderr.write(
       `${model} ${backend} batch ${String(out.batch)} ${(out.image as number[]).join('x')}: ${(out.seconds as number).toFixed(3)} s/step, ` +
-        `${(out.images_per_s as number).toFixed(1)} images/s, ${(out.tflops as number).toPrecision(3)} TFLOP/s` +
+        `${(out.images_per_s as number).toPrecision(3)} images/s, ${(out.tflops as number).toPrecision(3)} TFLOP/s` +
         `${peak ? ` (${((100 * (out.tflops as number)) / peak).toFixed(1)}% of ${peak} TFLOP/s)` : ''}\n`,
     );
   }

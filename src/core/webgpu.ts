@@ -6,9 +6,11 @@
  * driver the loader finds: `VK_ICD_FILENAMES` / `VK_DRIVER_FILES`, else the standard
  * `icd.d` folders). The listing runs in a child process, because Vulkan drivers print to the
  * process's stderr while they are probed. A rank takes the adapter at its local rank among
- * the hardware adapters (software ones, SwiftShader or llvmpipe, only when allowed).
+ * the hardware adapters (software ones, SwiftShader or llvmpipe, only when allowed). Dawn opens
+ * an adapter by name: where several have one name, ./webgpu-select.ts isolates each rank's
+ * device through Mesa's Vulkan device-select layer.
  */
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir, tmpdir } from 'node:os';
@@ -16,18 +18,22 @@ import { join } from 'node:path';
 import { UserError } from './errors.js';
 import { tf } from './tf.js';
 import { enableSyncRead, installDawnPumpCapture } from './webgpu-backend.js';
+import {
+  adapterOpening,
+  applyEnv,
+  checkIsolated,
+  DEVICE_SELECT_LIST_HEADER,
+  hasNamesake,
+  isolationEnv,
+  parseDeviceSelectList,
+  type AdapterOpening,
+  type GpuAdapterEntry,
+  type LayerDevice,
+} from './webgpu-select.js';
+
+export type { GpuAdapterEntry } from './webgpu-select.js';
 
 const require = createRequire(import.meta.url);
-
-/** One adapter as Dawn lists it. */
-export interface GpuAdapterEntry {
-  /** The device name, e.g. `NVIDIA H100 80GB HBM3` or `SwiftShader Device (Subzero)`. */
-  name: string;
-  /** Dawn's backend: `vulkan`, `metal`, `d3d12`, ... */
-  api: string;
-  /** A CPU implementation (SwiftShader, llvmpipe/lavapipe, WARP): correct but slow. */
-  software: boolean;
-}
 
 /** How a process picks its adapter. */
 export interface GpuSelection {
@@ -46,6 +52,8 @@ export interface WebGpuInfo {
   adapter: GpuAdapterEntry;
   /** All adapters Dawn listed. */
   adapters: GpuAdapterEntry[];
+  /** The PCI tag the process was isolated to, when another adapter has the same name. */
+  pciTag?: string;
 }
 
 const SOFTWARE = /swiftshader|llvmpipe|lavapipe|softpipe|microsoft basic render|warp/i;
@@ -74,38 +82,67 @@ export function vulkanDriverSearchPaths(env: NodeJS.ProcessEnv = process.env): s
   return [configHome, ...configDirs, '/etc', dataHome, ...dataDirs].map((d) => join(d, 'vulkan/icd.d'));
 }
 
-/** The script the child process runs: prints `{adapters, loaderMissing}` as JSON. */
+/** The prefix of the one line of the probe's stdout that carries its result. */
+const PROBE_MARK = 'ssl-zoo-adapters:';
+
+/** The script the child process runs: prints `PROBE_MARK {adapters}` on a line of its own. */
 const PROBE_SCRIPT = `
 const { create } = await import(process.argv[1]);
 let text = '';
 try { const a = await create(['adapter=${LIST_PROBE}']).requestAdapter(); text = a ? '' : 'none'; }
 catch (e) { text = String(e); }
 const adapters = [...text.matchAll(/backend: '([^']*)', name: '([^']*)'/g)].map((m) => ({ api: m[1], name: m[2] }));
-process.stdout.write(JSON.stringify({ adapters }));
+process.stdout.write('\\n${PROBE_MARK}' + JSON.stringify({ adapters }) + '\\n');
 `;
+
+/** Runs the probe in a child process with `env`: its stdout, stderr and exit status. */
+function runProbe(env: NodeJS.ProcessEnv): { stdout: string; stderr: string; status: number | null; error?: Error } {
+  const entry = webgpuEntry();
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', PROBE_SCRIPT, new URL(`file://${entry}`).href], {
+    encoding: 'utf8',
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    timeout: 60_000,
+  });
+  return { stdout: child.stdout ?? '', stderr: child.stderr ?? '', status: child.status, error: child.error };
+}
 
 /**
  * The adapters Dawn finds, listed in a child process (drivers print while probed), and
- * whether the Vulkan loader itself was missing.
+ * whether the Vulkan loader itself was missing. Only the probe's marked line is read; without
+ * it, one line says why (e.g. `MESA_VK_DEVICE_SELECT=list`, which ends the child early).
  */
-export function listGpuAdapters(): { adapters: GpuAdapterEntry[]; loaderMissing: boolean } {
-  const entry = webgpuEntry();
-  let stdout: string;
+export function listGpuAdapters(env: NodeJS.ProcessEnv = process.env): { adapters: GpuAdapterEntry[]; loaderMissing: boolean } {
+  const { stdout, stderr, status, error } = runProbe(env);
+  const line = stdout.split('\n').find((l) => l.startsWith(PROBE_MARK));
+  let parsed: { adapters?: Array<{ api: string; name: string }> } | undefined;
   try {
-    stdout = execFileSync(process.execPath, ['--input-type=module', '-e', PROBE_SCRIPT, new URL(`file://${entry}`).href], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: 60_000,
-    });
-  } catch (e) {
-    const err = e as { stdout?: string; stderr?: string };
-    stdout = err.stdout ?? '';
-    const stderr = err.stderr ?? '';
-    if (!stdout) throw new UserError(`backend: "webgpu": listing the GPU adapters failed: ${stderr.trim().split('\n').at(-1) ?? 'no output'}`);
+    parsed = line ? (JSON.parse(line.slice(PROBE_MARK.length)) as typeof parsed) : undefined;
+  } catch {
+    parsed = undefined;
   }
-  const parsed = JSON.parse(stdout) as { adapters: Array<{ api: string; name: string }> };
-  const adapters = parsed.adapters.map((a) => ({ ...a, software: SOFTWARE.test(a.name) }));
+  if (!Array.isArray(parsed?.adapters)) {
+    const what = 'backend: "webgpu": listing the GPU adapters failed';
+    if (`${stdout}\n${stderr}`.includes(DEVICE_SELECT_LIST_HEADER)) {
+      throw new UserError(
+        `${what}: MESA_VK_DEVICE_SELECT=${env.MESA_VK_DEVICE_SELECT ?? ''} made Mesa's Vulkan device-select layer print its devices and end the process; unset MESA_VK_DEVICE_SELECT`,
+      );
+    }
+    const last = (error?.message ?? `${stderr}\n${stdout}`).trim().split('\n').at(-1) || 'no output';
+    throw new UserError(`${what}: the listing process (exit status ${status ?? 'none'}) printed no adapter list; its last line: ${last}`);
+  }
+  const adapters = parsed.adapters.map((a) => ({ api: String(a.api), name: String(a.name), software: SOFTWARE.test(String(a.name)) }));
   return { adapters, loaderMissing: adapters.length === 0 && !hasVulkanLoader() };
+}
+
+/**
+ * The devices Mesa's Vulkan device-select layer lists (`MESA_VK_DEVICE_SELECT=list`, in a
+ * child process), with their PCI tags where the drivers give bus info; undefined without the
+ * layer (not installed, or disabled by `NODEVICE_SELECT=1`).
+ */
+export function listDeviceSelectLayer(env: NodeJS.ProcessEnv = process.env): LayerDevice[] | undefined {
+  const { stdout, stderr } = runProbe({ ...env, MESA_VK_DEVICE_SELECT: 'list', MESA_VK_DEVICE_SELECT_FORCE_DEFAULT_DEVICE: undefined });
+  return parseDeviceSelectList(`${stderr}\n${stdout}`);
 }
 
 function hasVulkanLoader(): boolean {
@@ -164,18 +201,61 @@ function noAdapterMessage(found: GpuAdapterEntry[], loaderMissing: boolean, sele
   );
 }
 
+/** The adapter the process at `index` takes among the eligible ones (round-robin when shared). */
+function pickAdapter(eligible: GpuAdapterEntry[], selection: GpuSelection, index = selection.index ?? 0): GpuAdapterEntry | undefined {
+  return eligible[selection.shareAdapters && eligible.length ? index % eligible.length : index];
+}
+
+/** {@link listDeviceSelectLayer}, run at most once, on the first call. */
+function layerOnce(): () => LayerDevice[] | undefined {
+  let devices: LayerDevice[] | undefined;
+  let listed = false;
+  return () => {
+    if (!listed) devices = listDeviceSelectLayer();
+    listed = true;
+    return devices;
+  };
+}
+
+/**
+ * How the process opens Dawn's adapter `index`: when another adapter has its name, Mesa's
+ * device-select layer is asked for its devices and the adapter is isolated by PCI address,
+ * shared (software) or refused (see `adapterOpening`).
+ */
+function openingOf(adapters: GpuAdapterEntry[], index: number, flag: string, layer: () => LayerDevice[] | undefined): AdapterOpening {
+  return hasNamesake(adapters, index) ? adapterOpening(adapters, index, layer(), flag) : { how: 'by-name' };
+}
+
 /**
  * Checks, before `--gpus N` spawns its ranks, that this node has an eligible adapter for each
- * (or at least one, when ranks may share them); throws the one-line user error otherwise.
+ * (or at least one, when ranks may share them), and that each rank can open its own: with
+ * several adapters of one name, through Mesa's device-select layer; throws the one-line user
+ * error otherwise.
  */
 export function checkGpuAdapters(ranks: number, selection: GpuSelection): void {
-  const { adapters, loaderMissing } = listGpuAdapters();
-  const eligible = eligibleAdapters(adapters, selection);
-  if (eligible.length === 0) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, selection.flag ?? `--gpus ${ranks}`));
+  checkRankAdapters(listGpuAdapters(), ranks, selection, layerOnce());
+}
+
+/**
+ * {@link checkGpuAdapters} on a given listing (pure but for `layer`, called only when two
+ * adapters ranks take share a name): Dawn's adapters and the device-select layer's devices.
+ */
+export function checkRankAdapters(
+  listing: { adapters: GpuAdapterEntry[]; loaderMissing: boolean },
+  ranks: number,
+  selection: GpuSelection,
+  layer: () => LayerDevice[] | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): void {
+  const { adapters, loaderMissing } = listing;
+  const flag = selection.flag ?? `--gpus ${ranks}`;
+  const eligible = eligibleAdapters(adapters, selection, env);
+  if (eligible.length === 0) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, flag));
   if (eligible.length < ranks && !selection.shareAdapters) {
     const names = eligible.map((a) => a.name).join('; ');
     throw new UserError(`--gpus ${ranks}: asks for one adapter per rank, but this node has ${eligible.length} (${names}); use --gpus ${eligible.length}`);
   }
+  for (let rank = 0; rank < ranks; rank++) openingOf(adapters, adapters.indexOf(pickAdapter(eligible, selection, rank)!), flag, layer);
 }
 
 /**
@@ -190,9 +270,14 @@ export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
   const what = selection.flag ?? '--backend webgpu';
   const { adapters, loaderMissing } = listGpuAdapters();
   const eligible = eligibleAdapters(adapters, selection);
-  const index = selection.index ?? 0;
-  const adapter = eligible[selection.shareAdapters && eligible.length ? index % eligible.length : index];
+  const adapter = pickAdapter(eligible, selection);
   if (!adapter) throw new UserError(noAdapterMessage(adapters, loaderMissing, selection, what));
+  const opening = openingOf(adapters, adapters.indexOf(adapter), what, listDeviceSelectLayer);
+  if (opening.how === 'isolated') {
+    // Before Dawn's instance exists: the layer reads these when Dawn enumerates the devices.
+    applyEnv(isolationEnv(opening.pciTag));
+    checkIsolated(listGpuAdapters().adapters, adapter.name, opening.pciTag, what);
+  }
   // Vulkan drivers' window-system code prints "error: XDG_RUNTIME_DIR is invalid" when it is
   // unset (servers, containers): give it a private folder; nothing is displayed.
   if (!process.env.XDG_RUNTIME_DIR) {
@@ -240,7 +325,7 @@ export async function initWebGpu(selection: GpuSelection): Promise<WebGpuInfo> {
     },
     3,
   );
-  active = { adapter, adapters };
+  active = { adapter, adapters, ...(opening.how === 'isolated' ? { pciTag: opening.pciTag } : {}) };
   return active;
 }
 
