@@ -25,7 +25,7 @@ import { createRequire } from 'node:module';
 import { hostname as osHostname } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { invalidValue, UserError } from '../core/errors.js';
+import { invalidValue, TrainingFailure, UserError } from '../core/errors.js';
 import { packageRoot } from '../core/package-root.js';
 import { recordJobSize, type ProcessGroup, SingleProcessGroup } from '../core/process-group.js';
 
@@ -326,13 +326,17 @@ export class GlooProcessGroup implements ProcessGroup {
   }
 }
 
+/** How the addon's message begins when the ranks did not all connect in time. */
+const RENDEZVOUS_FAILED = 'ssl-zoo gloo: rendezvous failed';
+
 /**
  * Joins (or, with worldSize 1, fakes) a process group. Every rank calls it with the same
  * `worldSize` and `rendezvous` and its own `rank`; it resolves once all ranks are connected.
  * World size 1 gives a {@link SingleProcessGroup} and never loads the addon.
  *
- * Throws a {@link UserError} for bad options or when the addon is missing; rejects with an
- * Error naming the rank and the rendezvous when the others do not show up in time.
+ * Throws a {@link UserError} for bad options or when the addon is missing; rejects with a
+ * {@link TrainingFailure} (one line) naming the rank and the rendezvous when the others do not
+ * show up in time.
  */
 export async function createProcessGroup(options: ProcessGroupOptions): Promise<ProcessGroup> {
   const worldSize = checkInteger('worldSize', options.worldSize, 1, 65536, 'an integer >= 1');
@@ -361,13 +365,14 @@ export async function createProcessGroup(options: ProcessGroupOptions): Promise<
   }
   const iface = options.iface ?? (process.env.GLOO_SOCKET_IFNAME || undefined);
   const hostname = iface ? undefined : (options.hostname ?? (await defaultTransportHostname(spec)));
-  const native = await addon.connect({
-    rank,
-    size: worldSize,
-    ...spec,
-    ...(iface ? { iface } : { hostname }),
-    timeoutMs,
-    connectTimeoutMs,
-  });
+  let native: Awaited<ReturnType<typeof addon.connect>>;
+  try {
+    native = await addon.connect({ rank, size: worldSize, ...spec, ...(iface ? { iface } : { hostname }), timeoutMs, connectTimeoutMs });
+  } catch (err) {
+    const message = (err as Error).message ?? String(err);
+    if (!message.startsWith(RENDEZVOUS_FAILED)) throw err;
+    // The other ranks did not come (not started, another rendezvous or world size, a firewall): the environment, not a bug.
+    throw new TrainingFailure(`${message.slice('ssl-zoo gloo: '.length)}; check that every rank started with the same rendezvous and world size`);
+  }
   return new GlooProcessGroup(native, timeoutMs);
 }

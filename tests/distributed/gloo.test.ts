@@ -9,7 +9,7 @@ import { rmSync } from 'node:fs';
 import { hostname, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { UserError } from '../../src/core/errors.js';
+import { TrainingFailure, UserError } from '../../src/core/errors.js';
 import { createProcessGroup, defaultTransportHostname, GLOO_ADDON_ENV, loadGlooAddon, parseRendezvous } from '../../src/distributed/gloo.js';
 import { type ProcessGroup, SingleProcessGroup } from '../../src/core/process-group.js';
 import { expectAllOk, freePort, freshDir, relativeError, runProcess, runRanks } from './helpers.js';
@@ -206,7 +206,11 @@ describe('distributed/gloo: GlooProcessGroup (real processes, loopback)', functi
           timeoutMs: 1000,
           connectTimeoutMs: 1000,
         }),
-        /rendezvous failed on rank 0 of 2 via file:\/\/.*connect timeout 1000 ms.*Wait timeout/,
+        (e: Error) =>
+          e instanceof TrainingFailure &&
+          /^rendezvous failed on rank 0 of 2 via file:\/\/.*connect timeout 1000 ms.*Wait timeout.*; check that every rank started with the same rendezvous and world size$/.test(
+            e.message,
+          ),
       );
       assert.ok(Date.now() - started < 5000);
     } finally {

@@ -230,6 +230,21 @@ describe('graceful stop on a signal', function () {
     assert.ok(!existsSync(runDir), 'nothing written');
   });
 
+  it('SIGUSR1 while the program is still loading ends the process (Node would start its inspector on it)', async () => {
+    const runDir = join(tempDir(), 'run');
+    const store = tempDir('ssl-zoo-store-');
+    // Rank 0 of 2 alone never starts training, whenever the signal comes.
+    const env = { RANK: '0', WORLD_SIZE: '2', LOCAL_RANK: '0', LOCAL_WORLD_SIZE: '2', SSL_ZOO_RENDEZVOUS: `file://${store}` };
+    const run = startCli([...FLAGS, '--epochs', '1', '--timeout', '10', '--run-dir', runDir], { env });
+    // Past Node's start (~50 ms), while the program's modules load (~1 s, before its stop
+    // handlers exist): without bin.ts's handler Node starts its inspector and the rank waits.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    run.child.kill('SIGUSR1');
+    const r = await run.ended;
+    assert.equal(r.signal, 'SIGUSR1', `killed by SIGUSR1\n${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /Debugger listening/);
+  });
+
   describe('--requeue', () => {
     /** A fake `scontrol` first on PATH: it records its arguments in `calls` and exits with `code`. */
     function fakeScontrol(code: number): { path: string; calls: string } {
