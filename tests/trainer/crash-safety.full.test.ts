@@ -10,7 +10,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, truncat
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { verifyCheckpoint } from '../../src/trainer/checkpoint.js';
-import { CLI, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
+import { CLI, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
 import {
   checkpointArrays as tensors,
   checkpointProgress as progressOf,
@@ -24,25 +24,7 @@ import {
 const NAN_METHOD = fileURLToPath(new URL('./nan-method.js', import.meta.url));
 
 /** Synthetic 16x16 images, mlp backbone, batch 32 of 256 images: 8 steps per epoch. Every step logged. */
-const BASE = [
-  '--dataset',
-  'synthetic',
-  '--image-size',
-  '16',
-  '--synthetic-size',
-  '256',
-  '--backbone',
-  'mlp',
-  '--batch-size',
-  '32',
-  '--workers',
-  '0',
-  '--knn-train-samples',
-  '128',
-  '--log-every',
-  '1',
-  ...SMALL_PROJECTOR,
-];
+const BASE = [...SMOKE_FLAGS, '--knn-train-samples', '128', '--log-every', '1'];
 
 interface Run {
   status: number | null;

@@ -10,35 +10,11 @@ import { join } from 'node:path';
 import { signalExitCode, type StopSignalName } from '../../src/trainer/stop-signal.js';
 import { readFileSync } from 'node:fs';
 import { checkpointProgress, comparableRow, metricsRows } from '../helpers/run-files.js';
-import { runCli, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
+import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
 import { readSummary, signalWhenLogged, startCli, trainSteps } from '../helpers/signals.js';
 
 /** Synthetic 16x16 images, mlp backbone, batch 32 of 256: 8 steps per epoch, 3 epochs, every step logged and validated each epoch. */
-const FLAGS = [
-  '--dataset',
-  'synthetic',
-  '--image-size',
-  '16',
-  '--synthetic-size',
-  '256',
-  '--backbone',
-  'mlp',
-  '--batch-size',
-  '32',
-  '--workers',
-  '0',
-  '--knn-train-samples',
-  '128',
-  '--val-samples',
-  '64',
-  '--log-every',
-  '1',
-  '--epochs',
-  '3',
-  '--timeout',
-  '60',
-  ...SMALL_PROJECTOR,
-];
+const FLAGS = [...SMOKE_FLAGS, '--knn-train-samples', '128', '--val-samples', '64', '--log-every', '1', '--epochs', '3', '--timeout', '60'];
 
 /** Method flags: nnclr with a small support queue (it fills within the first epoch), dino with small heads. */
 const METHODS: Record<string, string[]> = {

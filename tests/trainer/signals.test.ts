@@ -11,29 +11,11 @@ import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { signalExitCode, STOP_MESSAGE, StopSignal, type SignalTarget, type StopSignalName } from '../../src/trainer/stop-signal.js';
 import { checkpointProgress, metricsRows } from '../helpers/run-files.js';
-import { runCli, SMALL_PROJECTOR, tempDir } from '../helpers/run.js';
+import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
 import { readSummary, signalWhenLogged, startCli, trainSteps, type Ended } from '../helpers/signals.js';
 
 /** Synthetic 16x16 images, mlp backbone, batch 32 of 256: 8 steps per epoch, every step logged, no validation. */
-const FLAGS = [
-  '--dataset',
-  'synthetic',
-  '--image-size',
-  '16',
-  '--synthetic-size',
-  '256',
-  '--backbone',
-  'mlp',
-  '--batch-size',
-  '32',
-  '--workers',
-  '0',
-  '--log-every',
-  '1',
-  '--val-every',
-  '0',
-  ...SMALL_PROJECTOR,
-];
+const FLAGS = [...SMOKE_FLAGS, '--log-every', '1', '--val-every', '0'];
 
 /** A logged step `k` after which the stop (at step k + 1 or k + 2) is mid-epoch (8 steps per epoch). */
 const midEpoch = (k: number) => k % 8 >= 1 && k % 8 <= 5;
