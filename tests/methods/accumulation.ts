@@ -52,6 +52,8 @@ export function batchOf(views: number, from: number, count: number): MultiViewBa
     labels: Int32Array.from({ length: count }, (_, i) => (from + i) % 3),
     indices: Int32Array.from({ length: count }, (_, i) => from + i),
     index: 0,
+    epoch: 0,
+    seed: 7,
   };
 }
 
