@@ -37,6 +37,18 @@ describe('state under gradient accumulation: k = 2 micro-batches of N equal one 
     assert.ok(Math.abs(perMicroBatch.loss - whole.loss) > TOL * Math.abs(whole.loss), 'negative control: the second micro-batch saw a moved centre');
   });
 
+  it("dino: micro-batches of unequal size (a short last batch): the centre is the batch of 2N's, each micro-batch's teacher mean weighted by its rows", async () => {
+    const whole = await runStep(buildMethod('dino', DINO), [batchOf(4, 0, 2 * N)]);
+    const uneven = await runStep(buildMethod('dino', DINO), [batchOf(4, 0, N + 2), batchOf(4, N + 2, N - 2)]);
+    const got = worstDifference(uneven.state, whole.state, ['centre']);
+    assert.ok(got.difference < TOL, `the centre differs by ${got.difference}`);
+    // The micro-batches' centres averaged without their weights would be another centre.
+    const halves = await runStep(buildMethod('dino', DINO), [batchOf(4, 0, N + 2)]);
+    const rest = await runStep(buildMethod('dino', DINO), [batchOf(4, N + 2, N - 2)]);
+    const unweighted = { centre: halves.state.centre!.map((v, k) => (v + rest.state.centre![k]!) / 2) };
+    assert.ok(worstDifference(unweighted, whole.state, ['centre']).difference > 1e-3, 'the weights matter for these batches');
+  });
+
   it("mocov2plus: the queues and their pointer, every parameter and the loss; writing the queue after each micro-batch (micro-batch 2's negatives include micro-batch 1's keys) fails it", async () => {
     const whole = await runStep(buildMethod('mocov2plus', MOCO), [batchOf(2, 0, 2 * N)]);
     const halves = [batchOf(2, 0, N), batchOf(2, N, N)];
