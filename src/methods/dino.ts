@@ -2,11 +2,13 @@ import { detach } from '../core/ops.js';
 import { tf, type Tensor, type Tensor1D, type Tensor2D, type Variable } from '../core/tf.js';
 import type { CropPolicy } from '../data/augment/crops.js';
 import { dinoLoss } from '../losses/dino.js';
+import { batchLayout } from '../losses/global-batch.js';
 import { defineArgs, type ArgValues } from './args.js';
 import { withoutGradients, type MethodContext, type OptimDefaults, type SslLossOutput, type StepInfo } from './base.js';
 import { forwardCrops } from './forward-crops.js';
 import { DinoHead } from './heads.js';
 import { MomentumMethod } from './momentum.js';
+import { StepMean } from './step-mean.js';
 
 /**
  * DINO (Caron et al. 2021): self-distillation without labels. The student (backbone and
@@ -14,9 +16,12 @@ import { MomentumMethod } from './momentum.js';
  * global crops; each student output `[B, K]` predicts the centred, sharpened teacher
  * distribution of every other global crop ({@link dinoLoss}).
  *
- * - Centre: a `[K]` buffer (checkpointed, compared by `verify`), updated at every loss with
- *   the teacher outputs' mean over the global batch (all-reduced inside the loss), so every
- *   rank holds the one-process centre.
+ * - Centre: a `[K]` buffer (checkpointed, compared by `verify`), moved once per optimizer
+ *   step, after it ({@link onTrainBatchEnd}), with the teacher outputs' mean over the global
+ *   batch (all-reduced inside the loss), so every rank holds the one-process centre. Under
+ *   `--accumulate-grad-batches k` every micro-batch's loss uses the step's centre and the
+ *   centre then moves with the mean over all k micro-batches ({@link StepMean}), as with one
+ *   batch of kN (not k times, once per micro-batch: lightly #2062).
  * - Teacher temperature: linear warm-up from `warmupTeacherTemperature` to
  *   `teacherTemperature` over the first `warmupTeacherTemperatureEpochs` epochs (solo-learn's
  *   `np.linspace` per epoch), then constant; the epoch is read before each step.
@@ -60,6 +65,8 @@ export class DINO extends MomentumMethod {
   readonly momentumHead: DinoHead;
   /** `[numPrototypes]`: the teacher centre (zeros at the start). */
   readonly centre: Variable;
+  /** The centres the step's micro-batches would set, applied once after the optimizer step. */
+  private readonly pendingCentre = new StepMean();
   /** The epoch of the current step (set by {@link onTrainBatchStart}). */
   private epoch = 0;
 
@@ -96,13 +103,34 @@ export class DINO extends MomentumMethod {
       centreMomentum: this.args.centreMomentum,
     };
     const { loss, centre } = dinoLoss(student, teacher, this.centre as Tensor1D, options);
-    this.centre.assign(centre);
+    // Weighted by the micro-batch's global batch (the scoped group's), so a short micro-batch counts for its rows.
+    this.pendingCentre.add(centre, batchLayout('DINO', student[0]!.shape[0], undefined).globalBatch);
     centre.dispose();
     return { loss, embeddings: student[0] };
   }
 
   override onTrainBatchStart(info: StepInfo): void {
     this.epoch = info.epoch;
+    this.pendingCentre.clear();
+  }
+
+  /** After the optimizer step: the EMA update of the teacher ({@link MomentumMethod}), then the step's centre update. */
+  override onTrainBatchEnd(info: StepInfo): void {
+    super.onTrainBatchEnd(info);
+    this.applyPendingCentre();
+  }
+
+  /** Moves the centre to the mean of the centres the losses since the last call would set (nothing if none ran). */
+  protected applyPendingCentre(): void {
+    const centre = this.pendingCentre.take();
+    if (centre === undefined) return;
+    this.centre.assign(centre);
+    centre.dispose();
+  }
+
+  override dispose(): void {
+    this.pendingCentre.clear();
+    super.dispose();
   }
 
   /**

@@ -142,6 +142,12 @@ export const TABLE: Record<string, VerifyRow[]> = {
     },
     {
       devices: 2,
+      claim: "gradient accumulation (Sinkhorn-Knopp per micro-batch, against the step's starting queue, written once a step)",
+      args: [...GLOBAL_CROPS, ...SWAV, '--accumulate-grad-batches', '2'],
+      queues: true,
+    },
+    {
+      devices: 2,
       claim: 'negative control: a per-rank Sinkhorn-Knopp (no queue)',
       args: [...GLOBAL_CROPS, ...SWAV, ...ARG('queueSize=0')],
       control: 'swav_local_sinkhorn',
@@ -150,6 +156,11 @@ export const TABLE: Record<string, VerifyRow[]> = {
   dino: [
     { devices: 3, claim: 'multi-crop (tiny_resnet), last layer trained, gradients clipped, the centre from the global batch', args: [...MULTI_CROP, ...DINO] },
     { devices: 2, claim: 'batch norm in the student and teacher heads (useBnInHead=true)', args: [...GLOBAL_CROPS, ...DINO, ...ARG('useBnInHead=true')] },
+    {
+      devices: 2,
+      claim: 'gradient accumulation (the centre moved once a step, from both micro-batches: tests/methods/accumulation-state.test.ts)',
+      args: [...GLOBAL_CROPS, ...DINO, '--accumulate-grad-batches', '2'],
+    },
     { devices: 2, claim: "negative control: a centre moved by each rank's own teacher mean", args: [...GLOBAL_CROPS, ...DINO], control: 'dino_local_centre' },
   ],
   mae: [{ devices: 3, claim: 'masks keyed by the global sample index, the masked count all-reduced', args: MAE }],
