@@ -1,0 +1,96 @@
+/**
+ * The browser bundle in headless Chromium (Playwright): one method of each family takes two
+ * optimizer steps on seeded inputs in a page, on tfjs's JS cpu backend and on WebGPU
+ * (SwiftShader), and each step's loss is the one Node computes for the same step on its
+ * pure-JS cpu engine. The page makes no request beyond 127.0.0.1.
+ */
+import { strict as assert } from 'node:assert';
+import type { Browser } from 'playwright-core';
+import * as zoo from '../../src/browser.js';
+import { buildBrowser, launchChromium, openPage, ORIGIN } from './bundle.js';
+import { stepLosses, type StepSpec } from './steps.js';
+
+const COMMON = { imageSize: 8, channels: 3, batchSize: 4, steps: 2, seed: 7 };
+const HEAD = { projHiddenDim: 16, projOutputDim: 8 };
+/** SimCLR (contrastive), BYOL (momentum), MoCo v2+ (queue), SwAV (clustering) on mlp; MAE on vit_tiny. */
+const SPECS: StepSpec[] = [
+  { method: 'simclr', backbone: 'mlp', args: HEAD, ...COMMON },
+  { method: 'byol', backbone: 'mlp', args: { ...HEAD, predHiddenDim: 16 }, ...COMMON },
+  { method: 'mocov2plus', backbone: 'mlp', args: { ...HEAD, queueSize: 8 }, ...COMMON },
+  { method: 'swav', backbone: 'mlp', args: { ...HEAD, numPrototypes: 5, queueSize: 0 }, ...COMMON },
+  { method: 'mae', backbone: 'vit_tiny', args: { decoderEmbedDim: 32, decoderDepth: 1, decoderNumHeads: 2 }, ...COMMON, patchSize: 4 },
+];
+
+/** Each step's loss, in the page, on `backend`; and the backend the page's engine reports. */
+async function pageLosses(browser: Browser, backend: zoo.BackendChoice): Promise<{ engine: string; losses: number[][]; gpuBytes: number; requests: string[] }> {
+  const { page, requests, errors } = await openPage(browser);
+  try {
+    const result = await page.evaluate(
+      async ({ specs, backend, origin }) => {
+        const lib = (await import(`${origin}/ssl-zoo.js`)) as typeof zoo;
+        const { stepLosses: run } = (await import(`${origin}/steps.js`)) as { stepLosses: typeof stepLosses };
+        const engine = await lib.initEngine(backend);
+        const losses: number[][] = [];
+        for (const spec of specs) losses.push(await run(lib, spec));
+        // Bytes of tensors in GPU buffers (WebGPU backend only): the steps ran on the GPU.
+        const gpuBytes = (lib.tf.memory() as { numBytesInGPU?: number }).numBytesInGPU ?? 0;
+        return { engine: engine.backend, losses, gpuBytes };
+      },
+      { specs: SPECS, backend, origin: ORIGIN },
+    );
+    assert.deepEqual(errors, []);
+    return { ...result, requests };
+  } finally {
+    await page.close();
+  }
+}
+
+/** Asserts `actual` equals `expected` to a relative `tolerance`, per method and step. */
+function assertLosses(actual: number[][], expected: number[][], tolerance: number): void {
+  SPECS.forEach((spec, m) =>
+    expected[m].forEach((loss, step) => {
+      const got = actual[m][step];
+      assert.ok(Math.abs(got - loss) <= tolerance * Math.max(1, Math.abs(loss)), `${spec.method} step ${step}: page ${got}, Node ${loss}`);
+    }),
+  );
+}
+
+describe('browser bundle in headless Chromium', function () {
+  let browser: Browser;
+  let nodeLosses: number[][];
+
+  before(async () => {
+    const build = buildBrowser();
+    assert.equal(build.status, 0, build.stderr);
+    await zoo.initEngine('cpu-js');
+    nodeLosses = [];
+    for (const spec of SPECS) nodeLosses.push(await stepLosses(zoo, spec));
+    browser = await launchChromium();
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  it("trains SimCLR, BYOL, MoCo v2+, SwAV and MAE (vit_tiny) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
+    const { engine, losses, requests } = await pageLosses(browser, 'cpu');
+    assert.equal(engine, 'cpu');
+    assertLosses(losses, nodeLosses, 1e-6);
+    assert.ok(requests.length >= 3, requests.join(' '));
+    assert.deepEqual(
+      requests.filter((url) => !url.startsWith(`${ORIGIN}/`)),
+      [],
+    );
+  });
+
+  it('trains the same steps on WebGPU (SwiftShader): the losses of Node to float32 round-off', async () => {
+    const { engine, losses, gpuBytes, requests } = await pageLosses(browser, 'webgpu');
+    assert.equal(engine, 'webgpu');
+    assert.ok(gpuBytes > 0, 'the model lives in GPU buffers');
+    assertLosses(losses, nodeLosses, 1e-5);
+    assert.deepEqual(
+      requests.filter((url) => !url.startsWith(`${ORIGIN}/`)),
+      [],
+    );
+  });
+});
