@@ -8,7 +8,7 @@ import { strict as assert } from 'node:assert';
 import type { Browser } from 'playwright-core';
 import * as zoo from '../../src/browser.js';
 import { buildBrowser, launchChromium, openPage, ORIGIN } from './bundle.js';
-import { stepLosses, type StepSpec } from './steps.js';
+import { smallArgs, stepLosses, type StepSpec } from './steps.js';
 
 const COMMON = { imageSize: 8, channels: 3, batchSize: 4, steps: 2, seed: 7 };
 const HEAD = { projHiddenDim: 16, projOutputDim: 8 };
@@ -21,8 +21,25 @@ const SPECS: StepSpec[] = [
   { method: 'mae', backbone: 'vit_tiny', args: { decoderEmbedDim: 32, decoderDepth: 1, decoderNumHeads: 2 }, ...COMMON, patchSize: 4 },
 ];
 
+/**
+ * Every built-in method but MAE (a ViT's: above) on the mlp backbone, one step, batch 12.
+ * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions): a whitening size that
+ * does not divide the batch makes src/methods/wmse.ts write a note to `process.stderr`,
+ * which a page does not have (reported; not fixed here).
+ */
+function everyMethodSpecs(): StepSpec[] {
+  return zoo.BUILT_IN_METHODS.filter((method) => method !== 'mae').map((method) => ({
+    ...{ method, backbone: 'mlp', args: { ...smallArgs(zoo, method), ...(method === 'wmse' ? { whiteningSize: 12 } : {}) } },
+    ...{ imageSize: 8, channels: 3, batchSize: 12, steps: 1, seed: 11 },
+  }));
+}
+
 /** Each step's loss, in the page, on `backend`; and the backend the page's engine reports. */
-async function pageLosses(browser: Browser, backend: zoo.BackendChoice): Promise<{ engine: string; losses: number[][]; gpuBytes: number; requests: string[] }> {
+async function pageLosses(
+  browser: Browser,
+  backend: zoo.BackendChoice,
+  specs: StepSpec[] = SPECS,
+): Promise<{ engine: string; losses: number[][]; gpuBytes: number; requests: string[] }> {
   const { page, requests, errors } = await openPage(browser);
   try {
     const result = await page.evaluate(
@@ -36,7 +53,7 @@ async function pageLosses(browser: Browser, backend: zoo.BackendChoice): Promise
         const gpuBytes = (lib.tf.memory() as { numBytesInGPU?: number }).numBytesInGPU ?? 0;
         return { engine: engine.backend, losses, gpuBytes };
       },
-      { specs: SPECS, backend, origin: ORIGIN },
+      { specs, backend, origin: ORIGIN },
     );
     assert.deepEqual(errors, []);
     return { ...result, requests };
@@ -46,8 +63,8 @@ async function pageLosses(browser: Browser, backend: zoo.BackendChoice): Promise
 }
 
 /** Asserts `actual` equals `expected` to a relative `tolerance`, per method and step. */
-function assertLosses(actual: number[][], expected: number[][], tolerance: number): void {
-  SPECS.forEach((spec, m) =>
+function assertLosses(actual: number[][], expected: number[][], tolerance: number, specs: StepSpec[] = SPECS): void {
+  specs.forEach((spec, m) =>
     expected[m].forEach((loss, step) => {
       const got = actual[m][step];
       assert.ok(Math.abs(got - loss) <= tolerance * Math.max(1, Math.abs(loss)), `${spec.method} step ${step}: page ${got}, Node ${loss}`);
@@ -92,5 +109,15 @@ describe('browser bundle in headless Chromium', function () {
       requests.filter((url) => !url.startsWith(`${ORIGIN}/`)),
       [],
     );
+  });
+
+  it("every other built-in method takes a step on the mlp backbone in the page (JS cpu backend): Node's loss", async () => {
+    const specs = everyMethodSpecs();
+    const expected: number[][] = [];
+    for (const spec of specs) expected.push(await stepLosses(zoo, spec));
+    const { engine, losses } = await pageLosses(browser, 'cpu', specs);
+    assert.equal(engine, 'cpu');
+    assert.equal(losses.length, zoo.BUILT_IN_METHODS.length - 1);
+    assertLosses(losses, expected, 1e-6, specs);
   });
 });

@@ -19,6 +19,15 @@ export interface StepSpec {
   patchSize?: number;
 }
 
+/** Method arguments that keep any method's heads tiny. */
+export const SMALL_ARGS: Readonly<Record<string, number>> = { projHiddenDim: 16, projOutputDim: 8, predHiddenDim: 16, queueSize: 8, numPrototypes: 5 };
+
+/** Small heads, queues and prototypes, for any method: the arguments of {@link SMALL_ARGS} that `method` declares. */
+export function smallArgs(zoo: typeof Zoo, method: string): Record<string, number> {
+  const declared = zoo.getMethodClass(method).args;
+  return Object.fromEntries(Object.entries(SMALL_ARGS).filter(([name]) => name in declared));
+}
+
 /**
  * The loss of each of `spec.steps` optimizer steps (LARS, solo-learn's defaults) of
  * `spec.method`, on two views of seeded normal noise, through the trainer's
@@ -32,6 +41,8 @@ export async function stepLosses(zoo: typeof Zoo, spec: StepSpec): Promise<numbe
     numClasses: 3,
     rng: new zoo.Rng(spec.seed),
     args: zoo.resolveMethodArgs(spec.method, spec.args),
+    // The memory banks (DeepClusterV2) hold one row per sample: the batch is the data set.
+    datasetSize: batchSize,
   });
   const task = new zoo.SslTask(method, {
     ...{ optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-5, momentum: 0.9, larsEta: 0.02, larsClipLr: true },
