@@ -12,9 +12,10 @@ import { smallArgs, stepLosses, type StepSpec } from './steps.js';
 
 const COMMON = { imageSize: 8, channels: 3, batchSize: 4, steps: 2, seed: 7 };
 const HEAD = { projHiddenDim: 16, projOutputDim: 8 };
-/** SimCLR (contrastive), BYOL (momentum), MoCo v2+ (queue), SwAV (clustering) on mlp; MAE on vit_tiny. */
+/** SimCLR (contrastive; on mlp and tiny_resnet), BYOL (momentum), MoCo v2+ (queue), SwAV (clustering) on mlp; MAE on vit_tiny. */
 const SPECS: StepSpec[] = [
   { method: 'simclr', backbone: 'mlp', args: HEAD, ...COMMON },
+  { method: 'simclr', backbone: 'tiny_resnet', args: HEAD, ...COMMON },
   { method: 'byol', backbone: 'mlp', args: { ...HEAD, predHiddenDim: 16 }, ...COMMON },
   { method: 'mocov2plus', backbone: 'mlp', args: { ...HEAD, queueSize: 8 }, ...COMMON },
   { method: 'swav', backbone: 'mlp', args: { ...HEAD, numPrototypes: 5, queueSize: 0 }, ...COMMON },
@@ -22,15 +23,17 @@ const SPECS: StepSpec[] = [
 ];
 
 /**
- * Every built-in method but MAE (a ViT's: above) on the mlp backbone, one step, batch 12.
+ * Every built-in method but MAE (a ViT's: above) on the mlp backbone, two steps, batch 12,
+ * with SGD, LARS and AdamW in turn.
  * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions): a whitening size that
  * does not divide the batch makes src/methods/wmse.ts write a note to `process.stderr`,
  * which a page does not have (reported; not fixed here).
  */
 function everyMethodSpecs(): StepSpec[] {
-  return zoo.BUILT_IN_METHODS.filter((method) => method !== 'mae').map((method) => ({
+  const optimizers = ['sgd', 'lars', 'adamw'] as const;
+  return zoo.BUILT_IN_METHODS.filter((method) => method !== 'mae').map((method, i) => ({
     ...{ method, backbone: 'mlp', args: { ...smallArgs(zoo, method), ...(method === 'wmse' ? { whiteningSize: 12 } : {}) } },
-    ...{ imageSize: 8, channels: 3, batchSize: 12, steps: 1, seed: 11 },
+    ...{ imageSize: 8, channels: 3, batchSize: 12, steps: 2, seed: 11, optimizer: optimizers[i % 3] },
   }));
 }
 
@@ -67,7 +70,7 @@ function assertLosses(actual: number[][], expected: number[][], tolerance: numbe
   specs.forEach((spec, m) =>
     expected[m].forEach((loss, step) => {
       const got = actual[m][step];
-      assert.ok(Math.abs(got - loss) <= tolerance * Math.max(1, Math.abs(loss)), `${spec.method} step ${step}: page ${got}, Node ${loss}`);
+      assert.ok(Math.abs(got - loss) <= tolerance * Math.max(1, Math.abs(loss)), `${spec.method} (${spec.backbone}) step ${step}: page ${got}, Node ${loss}`);
     }),
   );
 }
@@ -89,7 +92,7 @@ describe('browser bundle in headless Chromium', function () {
     await browser?.close();
   });
 
-  it("trains SimCLR, BYOL, MoCo v2+, SwAV and MAE (vit_tiny) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
+  it("trains SimCLR (mlp, tiny_resnet), BYOL, MoCo v2+, SwAV and MAE (vit_tiny) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
     const { engine, losses, requests } = await pageLosses(browser, 'cpu');
     assert.equal(engine, 'cpu');
     assertLosses(losses, nodeLosses, 1e-6);
@@ -111,7 +114,7 @@ describe('browser bundle in headless Chromium', function () {
     );
   });
 
-  it("every other built-in method takes a step on the mlp backbone in the page (JS cpu backend): Node's loss", async () => {
+  it("every other built-in method takes two steps (SGD, LARS or AdamW) on the mlp backbone in the page (JS cpu backend): Node's losses", async () => {
     const specs = everyMethodSpecs();
     const expected: number[][] = [];
     for (const spec of specs) expected.push(await stepLosses(zoo, spec));

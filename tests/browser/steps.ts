@@ -17,6 +17,8 @@ export interface StepSpec {
   steps: number;
   seed: number;
   patchSize?: number;
+  /** The optimizer (default LARS). */
+  optimizer?: 'sgd' | 'lars' | 'adamw';
 }
 
 /** Method arguments that keep any method's heads tiny. */
@@ -29,7 +31,7 @@ export function smallArgs(zoo: typeof Zoo, method: string): Record<string, numbe
 }
 
 /**
- * The loss of each of `spec.steps` optimizer steps (LARS, solo-learn's defaults) of
+ * The loss of each of `spec.steps` optimizer steps (LARS unless `spec.optimizer` says otherwise) of
  * `spec.method`, on two views of seeded normal noise, through the trainer's
  * {@link Zoo.StepSequence}; the engine is whatever the caller initialised.
  */
@@ -45,7 +47,7 @@ export async function stepLosses(zoo: typeof Zoo, spec: StepSpec): Promise<numbe
     datasetSize: batchSize,
   });
   const task = new zoo.SslTask(method, {
-    ...{ optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-5, momentum: 0.9, larsEta: 0.02, larsClipLr: true },
+    ...{ optimizer: spec.optimizer ?? 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-5, momentum: 0.9, larsEta: 0.02, larsClipLr: true },
     ...{ warmupEpochs: 0, warmupStartLr: 0, minLr: 0, globalBatch: batchSize },
   });
   const strategy = new zoo.SingleDeviceStrategy();
