@@ -8,7 +8,7 @@ import { strict as assert } from 'node:assert';
 import type { Browser } from 'playwright-core';
 import * as zoo from '../../src/browser.js';
 import { buildBrowser, launchChromium, openPage, ORIGIN } from './bundle.js';
-import { smallArgs, stepLosses, type StepSpec } from './steps.js';
+import { augmentedPixels, smallArgs, stepLosses, type StepSpec } from './steps.js';
 
 const COMMON = { imageSize: 8, channels: 3, batchSize: 4, steps: 2, seed: 7 };
 const HEAD = { projHiddenDim: 16, projOutputDim: 8 };
@@ -122,5 +122,24 @@ describe('browser bundle in headless Chromium', function () {
     assert.equal(engine, 'cpu');
     assert.equal(losses.length, zoo.BUILT_IN_METHODS.length - 1);
     assertLosses(losses, expected, 1e-6, specs);
+  });
+
+  it('augments (crop, colour jitter, grayscale, blur, solarization, flip, normalisation; the eval view) in the page as in Node', async () => {
+    const { page, errors } = await openPage(browser);
+    try {
+      const inPage = await page.evaluate(async (origin) => {
+        const lib = (await import(`${origin}/ssl-zoo.js`)) as typeof zoo;
+        const { augmentedPixels: run } = (await import(`${origin}/steps.js`)) as { augmentedPixels: typeof augmentedPixels };
+        return run(lib, 5);
+      }, ORIGIN);
+      assert.deepEqual(errors, []);
+      const inNode = augmentedPixels(zoo, 5);
+      assert.equal(inPage.length, 8 * 12 * 12 * 3 * 3);
+      assert.ok(new Set(inNode.map((v) => v.toFixed(3))).size > 100, 'the views are not constant');
+      const worst = Math.max(...inNode.map((v, i) => Math.abs(v - inPage[i])));
+      assert.ok(worst <= 1e-6, `largest difference ${worst}`);
+    } finally {
+      await page.close();
+    }
   });
 });

@@ -79,3 +79,17 @@ export async function stepLosses(zoo: typeof Zoo, spec: StepSpec): Promise<numbe
   }
   return losses;
 }
+
+/**
+ * Augmented views of 8 synthetic 16x16 colour images, every pixel operation drawn often:
+ * two SimCLR views (crop 12) with colour jitter and blur always, grayscale, solarization and
+ * flips half the time, and the eval view; concatenated, as plain numbers.
+ */
+export function augmentedPixels(zoo: typeof Zoo, seed: number): number[] {
+  const dataset = zoo.syntheticDataset({ split: 'train', seed, size: 8, imageSize: 16, channels: 3 });
+  const overrides = { colorJitterProb: 1, gaussianBlurProb: 1, grayscaleProb: 0.5, solarizationProb: 0.5, hflipProb: 0.5 };
+  const indices = Int32Array.from({ length: 8 }, (_, i) => i);
+  const views = zoo.augmentBatch(dataset, zoo.simclrViews(dataset, 12, { overrides }), seed, 0, indices);
+  const evalView = zoo.evalBatch(dataset, zoo.evalTransform(dataset, 12), indices);
+  return [...views, evalView].flatMap((view) => Array.from(view));
+}
