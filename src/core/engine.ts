@@ -1,15 +1,11 @@
 import { createRequire } from 'node:module';
+import { BACKEND_CHOICES, type BackendChoice, type EngineInfo } from './engine-choices.js';
 import { invalidValue, UserError } from './errors.js';
 import { tuneGarbageCollector } from './gc-tuning.js';
 import { tf } from './tf.js';
-import type { GpuSelection, WebGpuInfo } from './webgpu.js';
+import type { GpuSelection } from './webgpu.js';
 
-/**
- * Backends a user can ask for: `auto` prefers TensorFlow (C++) when installed, else `cpu`;
- * `webgpu` is the GPU engine (never chosen by `auto`; `--gpus` asks for it).
- */
-export const BACKEND_CHOICES = ['auto', 'cpu', 'cpu-js', 'tensorflow', 'webgpu'] as const;
-export type BackendChoice = (typeof BACKEND_CHOICES)[number];
+export { BACKEND_CHOICES, type BackendChoice, type EngineInfo } from './engine-choices.js';
 
 const require = createRequire(import.meta.url);
 const TENSORFLOW_PACKAGES = ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node'];
@@ -35,19 +31,6 @@ function loadTensorflowPackage(): string | undefined {
     }
   }
   return undefined;
-}
-
-export interface EngineInfo {
-  /** The tfjs backend in use: `cpu`, `tensorflow` or `webgpu`. */
-  backend: string;
-  /** What was asked for. */
-  requested: BackendChoice;
-  /** The optional package that provides the `tensorflow` backend, if loaded. */
-  tensorflowPackage?: string;
-  /** Whether native (oneDNN) kernels replace the hot pure-JS cpu kernels. */
-  nativeKernels: boolean;
-  /** The GPU adapter of the `webgpu` engine. */
-  gpu?: WebGpuInfo;
 }
 
 let current: EngineInfo | undefined;

@@ -3,13 +3,10 @@
  * that the backend chosen by `initEngine` is the one everything uses, and so that the
  * gradient functions are registered before any gradient is taken.
  */
-import { createRequire } from 'node:module';
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-cpu';
-
-// tfjs-core's Node entry registers no gradients; scripts/bundle-gradients.mjs bundles
-// tfjs-core's own gradient registrations next to this file at build time.
-createRequire(import.meta.url)('./tfjs-gradients.cjs');
+// The platform's gradient registration (Node: ./tf-gradients.ts; browser: its .browser.ts).
+import './tf-gradients.js';
 
 export { tf };
 export type Tensor = tf.Tensor;

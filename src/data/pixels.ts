@@ -10,14 +10,12 @@
  * cropped, converted to 1 (luminance) or 3 (sRGB) channels. An image already of the target
  * size is not resampled, so lossless files (PNG) decode to exactly their pixels.
  */
-import { existsSync } from 'node:fs';
-import { dirname } from 'node:path';
-import sharp from 'sharp';
 import { BadSamplesFailure } from '../core/errors.js';
 import { isInMemory, type Dataset } from './dataset.js';
+// The platform's image files (Node: sharp and the file system; browser: its .browser.ts).
+import { decodeImage, missingFolderOf } from './image-files.js';
 
-// No operation cache: it would keep decoded images alive, and a folder is read once per epoch.
-sharp.cache(false);
+export { decodeImage } from './image-files.js';
 
 /** An in-memory dataset's pixels ([N, H, W, C]) in shared memory. */
 export interface MemoryPixels {
@@ -77,21 +75,6 @@ export function pixelStore(ds: Dataset): PixelStore {
   return { kind: 'files', files: ds.files, ...shape };
 }
 
-/**
- * Decodes the image file at `path` to [height, width, channels] bytes (channels 1 or 3):
- * resize to cover, centre crop (see the module comment). Rejects when the file is missing,
- * not an image, or corrupt (libvips warnings, e.g. a truncated JPEG, count as errors).
- */
-export async function decodeImage(path: string, height: number, width: number, channels: number): Promise<Uint8Array> {
-  let pipeline = sharp(path, { failOn: 'warning' }).autoOrient().flatten({ background: '#000000' }).resize(width, height, { fit: 'cover', position: 'centre' });
-  pipeline = channels === 1 ? pipeline.toColourspace('b-w') : pipeline.toColourspace('srgb');
-  const { data, info } = await pipeline.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-  if (info.width !== width || info.height !== height || info.channels !== channels) {
-    throw new Error(`decoded to ${info.width}x${info.height}x${info.channels}, expected ${width}x${height}x${channels}`);
-  }
-  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-}
-
 /** Unreadable files tried in a row before a batch gives up (the folder is mostly unreadable). */
 const MAX_CONSECUTIVE_SKIPS = 64;
 
@@ -148,8 +131,8 @@ export class PixelReader {
         skipped.push({ path: store.files[i], reason: lastReason });
       }
     }
-    const folder = dirname(store.files[index]);
-    if (!existsSync(folder)) throw new BadSamplesFailure(`the data folder ${folder} no longer exists (it held ${store.files[index]})`);
+    const folder = missingFolderOf(store.files[index]);
+    if (folder !== undefined) throw new BadSamplesFailure(`the data folder ${folder} no longer exists (it held ${store.files[index]})`);
     throw new BadSamplesFailure(`no readable image among ${attempts} consecutive files from ${store.files[index]} (the last: ${lastReason})`);
   }
 }

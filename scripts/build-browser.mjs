@@ -1,0 +1,81 @@
+#!/usr/bin/env node
+// Bundles ssl-zoo for browsers (docs/browser.md): dist/src/browser.js (tsc's output; run
+// `npm run build` first) to dist/browser/ssl-zoo.js, an ES module with its sourcemap
+// (`node scripts/build-browser.mjs [entry] [outfile]` bundles another entry: the tests).
+// A module `x.js` with a sibling `x.browser.js` is replaced by it (the platform seams: the
+// engine, tfjs's gradient registration, image files). Prints the bundle's size, and fails
+// (exit 1) when anything in the bundle resolves to a Node built-in, naming what imports it.
+import { build } from 'esbuild';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const entry = resolve(process.argv[2] ?? join(root, 'dist', 'src', 'browser.js'));
+const outfile = resolve(process.argv[3] ?? join(root, 'dist', 'browser', 'ssl-zoo.js'));
+const sources = join(root, 'dist', 'src');
+const NODE_BUILTINS = new Set(builtinModules.flatMap((name) => [name, `node:${name}`]));
+
+if (!existsSync(entry)) {
+  console.error(`build-browser: error: ${relative(root, entry)} is missing; run npm run build first`);
+  process.exit(1);
+}
+
+/** `x.js` -> `x.browser.js` for ssl-zoo's own modules that have a browser sibling. */
+const platformModules = {
+  name: 'platform-modules',
+  setup(builder) {
+    builder.onResolve({ filter: /^\.\.?\/.*\.js$/ }, (args) => {
+      if (!args.importer.startsWith(sources)) return undefined;
+      const browserPath = resolve(args.resolveDir, args.path).replace(/\.js$/, '.browser.js');
+      return existsSync(browserPath) ? { path: browserPath } : undefined;
+    });
+  },
+};
+
+/**
+ * A Node built-in that a package's "browser" field does not replace (with `false` or a
+ * polyfill) is kept as an external import, so that the check below names every importer.
+ */
+const unresolvedBuiltins = {
+  name: 'unresolved-builtins',
+  setup(builder) {
+    builder.onResolve({ filter: /.*/ }, async (args) => {
+      if (!NODE_BUILTINS.has(args.path) || args.pluginData?.builtinProbe) return undefined;
+      const { importer, kind, resolveDir } = args;
+      const resolved = await builder.resolve(args.path, { importer, kind, resolveDir, pluginData: { builtinProbe: true } });
+      // Resolved (the browser field replaces it): esbuild's own resolution, again, bundles that.
+      return resolved.errors.length > 0 ? { path: args.path, external: true } : undefined;
+    });
+  },
+};
+
+const result = await build({
+  entryPoints: [entry],
+  outfile,
+  bundle: true,
+  format: 'esm',
+  platform: 'browser',
+  target: 'es2022',
+  minify: true,
+  // Class and function names stay (error messages and checks name them).
+  keepNames: true,
+  sourcemap: true,
+  metafile: true,
+  plugins: [platformModules, unresolvedBuiltins],
+  logLevel: 'warning',
+}).catch(() => process.exit(1));
+
+const offending = Object.entries(result.metafile.inputs).flatMap(([file, input]) =>
+  input.imports.filter((i) => NODE_BUILTINS.has(i.path) || i.path.startsWith('node:')).map((i) => `${file} imports ${i.path}`),
+);
+if (offending.length > 0) {
+  console.error(`build-browser: error: the browser bundle imports ${offending.length} Node built-in(s):\n  ${offending.join('\n  ')}`);
+  process.exit(1);
+}
+const bytes = statSync(outfile).size;
+const gzipped = gzipSync(readFileSync(outfile)).length;
+const mb = (n) => `${(n / 1e6).toFixed(2)} MB`;
+console.log(`${relative(root, outfile)}: ${mb(bytes)} (${mb(gzipped)} gzipped), ${Object.keys(result.metafile.inputs).length} modules, no Node built-in`);

@@ -1,0 +1,25 @@
+/**
+ * The entry of ssl-zoo's browser bundle (`npm run build:browser`, see docs/browser.md): what a
+ * page needs to train. Everything here is free of Node built-ins; the modules that differ by
+ * platform have a `*.browser.ts` sibling that the browser build uses in their place (the
+ * engine: WebGPU or the JS cpu backend; tfjs's gradient registration; image files). The
+ * file-system, worker-thread, native-kernel and Gloo parts are not reachable from here.
+ */
+export { tf } from './core/tf.js';
+export type { Tensor, Tensor2D, Tensor4D, Scalar, Variable } from './core/tf.js';
+export { initEngine, engineInfo, BACKEND_CHOICES, type BackendChoice, type EngineInfo } from './core/engine.js';
+export { TrainingFailure, UserError } from './core/errors.js';
+export { Module, Layer, type StateDict } from './core/module.js';
+export { Rng } from './core/random.js';
+export * from './backbones/index.js';
+export * from './losses/index.js';
+export * from './methods/index.js';
+export { SslTask, type OptimSettings, type ValidationSettings } from './methods/task.js';
+export * from './optim/index.js';
+export * from './data/augment/index.js';
+export { createDataset, type ImageDataset } from './data/dataset.js';
+export { syntheticDataset, SYNTHETIC_CLASS_NAMES, type SyntheticOptions } from './data/synthetic.js';
+export type { MultiViewBatch } from './data/loader.js';
+export type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule } from './trainer/interfaces.js';
+export { SingleDeviceStrategy, type Strategy } from './trainer/strategy.js';
+export { StepSequence, readMetrics, type StepContext, type StepOutcome, type PendingMetrics } from './trainer/step.js';

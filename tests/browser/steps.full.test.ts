@@ -1,0 +1,145 @@
+/**
+ * The browser bundle in headless Chromium (Playwright): one method of each family takes two
+ * optimizer steps on seeded inputs in a page, on tfjs's JS cpu backend and on WebGPU
+ * (SwiftShader), and each step's loss is the one Node computes for the same step on its
+ * pure-JS cpu engine. The page makes no request beyond 127.0.0.1.
+ */
+import { strict as assert } from 'node:assert';
+import type { Browser } from 'playwright-core';
+import * as zoo from '../../src/browser.js';
+import { buildBrowser, launchChromium, openPage, ORIGIN } from './bundle.js';
+import { augmentedPixels, smallArgs, stepLosses, type StepSpec } from './steps.js';
+
+const COMMON = { imageSize: 8, channels: 3, batchSize: 4, steps: 2, seed: 7 };
+const HEAD = { projHiddenDim: 16, projOutputDim: 8 };
+/** SimCLR (contrastive; on mlp and tiny_resnet), BYOL (momentum), MoCo v2+ (queue), SwAV (clustering) on mlp; MAE on vit_tiny. */
+const SPECS: StepSpec[] = [
+  { method: 'simclr', backbone: 'mlp', args: HEAD, ...COMMON },
+  { method: 'simclr', backbone: 'tiny_resnet', args: HEAD, ...COMMON },
+  { method: 'byol', backbone: 'mlp', args: { ...HEAD, predHiddenDim: 16 }, ...COMMON },
+  { method: 'mocov2plus', backbone: 'mlp', args: { ...HEAD, queueSize: 8 }, ...COMMON },
+  { method: 'swav', backbone: 'mlp', args: { ...HEAD, numPrototypes: 5, queueSize: 0 }, ...COMMON },
+  { method: 'mae', backbone: 'vit_tiny', args: { decoderEmbedDim: 32, decoderDepth: 1, decoderNumHeads: 2 }, ...COMMON, patchSize: 4 },
+];
+
+/**
+ * Every built-in method but MAE (a ViT's: above) on the mlp backbone, two steps, batch 12,
+ * with SGD, LARS and AdamW in turn.
+ * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions): a whitening size that
+ * does not divide the batch makes src/methods/wmse.ts write a note to `process.stderr`,
+ * which a page does not have (reported; not fixed here).
+ */
+function everyMethodSpecs(): StepSpec[] {
+  const optimizers = ['sgd', 'lars', 'adamw'] as const;
+  return zoo.BUILT_IN_METHODS.filter((method) => method !== 'mae').map((method, i) => ({
+    ...{ method, backbone: 'mlp', args: { ...smallArgs(zoo, method), ...(method === 'wmse' ? { whiteningSize: 12 } : {}) } },
+    ...{ imageSize: 8, channels: 3, batchSize: 12, steps: 2, seed: 11, optimizer: optimizers[i % 3] },
+  }));
+}
+
+/** Each step's loss, in the page, on `backend`; and the backend the page's engine reports. */
+async function pageLosses(
+  browser: Browser,
+  backend: zoo.BackendChoice,
+  specs: StepSpec[] = SPECS,
+): Promise<{ engine: string; losses: number[][]; gpuBytes: number; requests: string[] }> {
+  const { page, requests, errors } = await openPage(browser);
+  try {
+    const result = await page.evaluate(
+      async ({ specs, backend, origin }) => {
+        const lib = (await import(`${origin}/ssl-zoo.js`)) as typeof zoo;
+        const { stepLosses: run } = (await import(`${origin}/steps.js`)) as { stepLosses: typeof stepLosses };
+        const engine = await lib.initEngine(backend);
+        const losses: number[][] = [];
+        for (const spec of specs) losses.push(await run(lib, spec));
+        // Bytes of tensors in GPU buffers (WebGPU backend only): the steps ran on the GPU.
+        const gpuBytes = (lib.tf.memory() as { numBytesInGPU?: number }).numBytesInGPU ?? 0;
+        return { engine: engine.backend, losses, gpuBytes };
+      },
+      { specs, backend, origin: ORIGIN },
+    );
+    assert.deepEqual(errors, []);
+    return { ...result, requests };
+  } finally {
+    await page.close();
+  }
+}
+
+/** Asserts `actual` equals `expected` to a relative `tolerance`, per method and step. */
+function assertLosses(actual: number[][], expected: number[][], tolerance: number, specs: StepSpec[] = SPECS): void {
+  specs.forEach((spec, m) =>
+    expected[m].forEach((loss, step) => {
+      const got = actual[m][step];
+      assert.ok(Math.abs(got - loss) <= tolerance * Math.max(1, Math.abs(loss)), `${spec.method} (${spec.backbone}) step ${step}: page ${got}, Node ${loss}`);
+    }),
+  );
+}
+
+describe('browser bundle in headless Chromium', function () {
+  let browser: Browser;
+  let nodeLosses: number[][];
+
+  before(async () => {
+    const build = buildBrowser();
+    assert.equal(build.status, 0, build.stderr);
+    await zoo.initEngine('cpu-js');
+    nodeLosses = [];
+    for (const spec of SPECS) nodeLosses.push(await stepLosses(zoo, spec));
+    browser = await launchChromium();
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  it("trains SimCLR (mlp, tiny_resnet), BYOL, MoCo v2+, SwAV and MAE (vit_tiny) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
+    const { engine, losses, requests } = await pageLosses(browser, 'cpu');
+    assert.equal(engine, 'cpu');
+    assertLosses(losses, nodeLosses, 1e-6);
+    assert.ok(requests.length >= 3, requests.join(' '));
+    assert.deepEqual(
+      requests.filter((url) => !url.startsWith(`${ORIGIN}/`)),
+      [],
+    );
+  });
+
+  it('trains the same steps on WebGPU (SwiftShader): the losses of Node to float32 round-off', async () => {
+    const { engine, losses, gpuBytes, requests } = await pageLosses(browser, 'webgpu');
+    assert.equal(engine, 'webgpu');
+    assert.ok(gpuBytes > 0, 'the model lives in GPU buffers');
+    assertLosses(losses, nodeLosses, 1e-5);
+    assert.deepEqual(
+      requests.filter((url) => !url.startsWith(`${ORIGIN}/`)),
+      [],
+    );
+  });
+
+  it("every other built-in method takes two steps (SGD, LARS or AdamW) on the mlp backbone in the page (JS cpu backend): Node's losses", async () => {
+    const specs = everyMethodSpecs();
+    const expected: number[][] = [];
+    for (const spec of specs) expected.push(await stepLosses(zoo, spec));
+    const { engine, losses } = await pageLosses(browser, 'cpu', specs);
+    assert.equal(engine, 'cpu');
+    assert.equal(losses.length, zoo.BUILT_IN_METHODS.length - 1);
+    assertLosses(losses, expected, 1e-6, specs);
+  });
+
+  it('augments (crop, colour jitter, grayscale, blur, solarization, flip, normalisation; the eval view) in the page as in Node', async () => {
+    const { page, errors } = await openPage(browser);
+    try {
+      const inPage = await page.evaluate(async (origin) => {
+        const lib = (await import(`${origin}/ssl-zoo.js`)) as typeof zoo;
+        const { augmentedPixels: run } = (await import(`${origin}/steps.js`)) as { augmentedPixels: typeof augmentedPixels };
+        return run(lib, 5);
+      }, ORIGIN);
+      assert.deepEqual(errors, []);
+      const inNode = augmentedPixels(zoo, 5);
+      assert.equal(inPage.length, 8 * 12 * 12 * 3 * 3);
+      assert.ok(new Set(inNode.map((v) => v.toFixed(3))).size > 100, 'the views are not constant');
+      const worst = Math.max(...inNode.map((v, i) => Math.abs(v - inPage[i])));
+      assert.ok(worst <= 1e-6, `largest difference ${worst}`);
+    } finally {
+      await page.close();
+    }
+  });
+});
