@@ -109,9 +109,9 @@ export class WMSE extends BaseMethod {
     const wanted = this.args.whiteningSize;
     let size = Math.min(wanted, globalBatch);
     while (size > 1 && globalBatch % size !== 0) size--;
-    const note = `ssl-train: note: wmse's whitening size ${wanted} does not divide the global batch of ${globalBatch}; whitening sub-batches of ${size} rows instead\n`;
+    const note = `ssl-train: note: wmse's whitening size ${wanted} does not divide the global batch of ${globalBatch}; whitening sub-batches of ${size} rows instead`;
     if (size !== wanted && rank === 0 && !NOTES_GIVEN.has(note)) {
-      process.stderr.write(note);
+      console.warn(note); // stderr in Node, the console in a page
       NOTES_GIVEN.add(note);
     }
     return size;

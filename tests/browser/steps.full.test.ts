@@ -25,9 +25,7 @@ const SPECS: StepSpec[] = [
 /**
  * Every built-in method but MAE (a ViT's: above) on the mlp backbone, two steps, batch 12,
  * with SGD, LARS and AdamW in turn.
- * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions): a whitening size that
- * does not divide the batch makes src/methods/wmse.ts write a note to `process.stderr`,
- * which a page does not have (reported; not fixed here).
+ * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions).
  */
 function everyMethodSpecs(): StepSpec[] {
   const optimizers = ['sgd', 'lars', 'adamw'] as const;
