@@ -9,6 +9,7 @@ import type { Browser } from 'playwright-core';
 import * as zoo from '../../src/browser.js';
 import { buildBrowser, launchChromium, openPage, ORIGIN } from './bundle.js';
 import { augmentedPixels, smallArgs, stepLosses, type StepSpec } from './steps.js';
+import { useCpu } from '../helpers/webgpu.js';
 
 const COMMON = { imageSize: 8, channels: 3, batchSize: 4, steps: 2, seed: 7 };
 const HEAD = { projHiddenDim: 16, projOutputDim: 8 };
@@ -88,6 +89,7 @@ describe('browser bundle in headless Chromium', function () {
 
   after(async () => {
     await browser?.close();
+    await useCpu(); // the default engine of the files that follow (tests/setup.ts)
   });
 
   it("trains SimCLR (mlp, tiny_resnet), BYOL, MoCo v2+, SwAV and MAE (vit_tiny) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
