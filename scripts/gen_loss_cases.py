@@ -428,6 +428,16 @@ def tico(t, h, r, w):
     return loss, {}, {"covariance": C.detach()}
 
 
+def mmcr(t, h, r, w):
+    """The official MMCR_Loss with its centroids over the GLOBAL batch (differentiable gather); the local term over rank r's rows."""
+    z = torch.stack([F.normalize(v, dim=1) for v in numbered(t, "view")], dim=2)  # [N, D, V]
+    loss = -torch.linalg.svdvals(gather(z.mean(dim=2), w)).sum()
+    if h["lambda"] != 0:
+        mine = local(z, r, w)
+        loss = loss + h["lambda"] * torch.linalg.svdvals(mine).sum() / mine.shape[0]
+    return loss, {}, {}
+
+
 LOSSES = {
     "simclr": simclr, "barlow": barlow, "byol": byol, "vicreg": vicreg, "moco": moco, "mocov3": mocov3,
     "simsiam": simsiam, "nnclr": nnclr, "supcon": supcon, "ressl": ressl, "dcl": dcl, "swav": swav, "dino": dino,
@@ -435,6 +445,7 @@ LOSSES = {
     "deepclusterv2": deepclusterv2,
     "fastsiam": fastsiam,
     "tico": tico,
+    "mmcr": mmcr,
 }
 
 CONVENTIONS = {
@@ -493,6 +504,8 @@ CONVENTIONS = {
     "tico": "lightly TiCoLoss: za, zb L2-normalised; C = beta * covariance + (1 - beta) * za^T za / N over the GLOBAL batch "
     "(differentiable gather); 1 - mean_i <za_i, zb_i> + rho * mean_i za_i C za_i^T over rank r's rows; state_after "
     "covariance = C detached",
+    "mmcr": "official MMCR_Loss: views L2-normalised, Z_i [D, V] sample i's views, centroids C [N, D] their means over the "
+    "GLOBAL batch; -sum svdvals(C) + lambda * mean over rank r's rows of sum svdvals(Z_i)",
 }
 
 
@@ -695,6 +708,9 @@ def make_inputs(name, g):
         past = randn(g, 20, D) @ (torch.eye(D, dtype=torch.float64) + 0.3 * randn(g, D, D))
         past = F.normalize(past, dim=1)
         return {"za": entry(za), "zb": entry(zb)}, {"covariance": state_entry(past.T @ past / 20)}
+    if name == "mmcr":
+        base = randn(g, N, D) + 0.5
+        return {f"view{v}": entry(base + 0.7 * randn(g, N, D)) for v in range(4)}, {}
     raise KeyError(name)
 
 
@@ -724,6 +740,7 @@ CASES = [
     ("deepclusterv2-lopsided", "deepclusterv2", 32, {"temperature": 0.1}),
     ("fastsiam", "fastsiam", 41, {}),
     ("tico", "tico", 42, {"beta": 0.9, "rho": 20.0}),
+    ("mmcr", "mmcr", 43, {"lambda": 0.005}),
 ]
 
 

@@ -30,4 +30,5 @@ export { MaeDecoder, sinCosPositionEmbedding, type MaeDecoderOptions } from './m
 export * from './mae-masking.js';
 export * from './fastsiam.js';
 export * from './tico.js';
+export * from './mmcr.js';
 export * from './registry.js';

@@ -25,6 +25,7 @@ import { VIbCReg } from './vibcreg.js';
 import { WMSE } from './wmse.js';
 import { FastSiam } from './fastsiam.js';
 import { TiCo } from './tico.js';
+import { MMCR } from './mmcr.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -129,6 +130,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   all4one: All4One,
   fastsiam: FastSiam,
   tico: TiCo,
+  mmcr: MMCR,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

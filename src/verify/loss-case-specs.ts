@@ -15,6 +15,7 @@ import {
   dinoLoss,
   fastSiamLoss,
   ticoLoss,
+  mmcrLoss,
   maeLoss,
   mocoLoss,
   mocov3Loss,
@@ -217,6 +218,12 @@ const SPECS = {
       const { loss, covariance } = ticoLoss(x.za as T2, x.zb as T2, x.covariance as T2, { beta: h(c, 'beta'), rho: h(c, 'rho') }, g);
       return { loss, stateAfter: { covariance } };
     },
+  },
+  mmcr: {
+    inputs: ['view#'],
+    numbered: { view: 2 },
+    hyper: ['lambda'],
+    run: (c, x, g) => mmcrLoss(numberedTensors(x, 'view'), { lambda: h(c, 'lambda') }, g),
   },
 } satisfies Record<string, CaseLossSpec>;
 

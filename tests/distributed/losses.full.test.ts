@@ -59,6 +59,8 @@ const EXPECTED_COLLECTIVES: Record<string, Omit<CollectiveCounts, 'broadcast'>> 
   fastsiam: { allGather: 0, reduceScatter: 0, allReduce: 0 },
   // The batch part of C: one all-reduce forward, one backward.
   tico: { allGather: 0, reduceScatter: 0, allReduce: 2 },
+  // The Gram matrix summed exactly (one all-gather forward), the incoming gradient summed (one all-reduce backward).
+  mmcr: { allGather: 1, reduceScatter: 0, allReduce: 1 },
 };
 
 /** Cases whose every rank returns the global loss (the others differ between ranks). */

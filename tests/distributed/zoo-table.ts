@@ -173,6 +173,10 @@ export const TABLE: Record<string, VerifyRow[]> = {
     },
     { devices: 2, claim: "negative control: each rank's covariance of its own batch", args: SMALL_PROJECTOR, control: 'tico_local' },
   ],
+  mmcr: [
+    { devices: 3, claim: 'the nuclear norm of the global batch’s centroid matrix (8 views)', args: SMALL_PROJECTOR },
+    { devices: 2, claim: "negative control: each rank's nuclear norm of its own centroids", args: SMALL_PROJECTOR, control: 'mmcr_local' },
+  ],
 };
 
 /** Entry id of row `i` of `method`'s rows. */

@@ -43,6 +43,7 @@ const ARGS: Record<string, string[]> = {
   mae: ['--backbone', 'vit_tiny', ...ARG('decoderEmbedDim=32', 'decoderDepth=1', 'decoderNumHeads=4')],
   fastsiam: HEADS,
   tico: SMALL_PROJECTOR,
+  mmcr: SMALL_PROJECTOR,
 };
 
 describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {

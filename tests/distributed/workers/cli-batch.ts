@@ -19,6 +19,7 @@ import '../../methods/dino-local-centre.js';
 import '../../methods/regs-methods.js';
 import '../../methods/swav-local-sinkhorn.js';
 import '../../methods/tico-local.js';
+import '../../methods/mmcr-local.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {
