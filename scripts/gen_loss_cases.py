@@ -407,11 +407,45 @@ def deepclusterv2(t, h, r, w):
     return loss / len(heads), {}, {}
 
 
+def fastsiam(t, h, r, w):
+    """lightly's FastSiamModel.training_step: view i's prediction against the mean of the other views' detached projections."""
+    ps, zs = numbered(t, "prediction"), numbered(t, "projection")
+    loss = 0
+    for i, p in enumerate(ps):
+        target = torch.stack([local(z, r, w) for j, z in enumerate(zs) if j != i]).mean(dim=0).detach()
+        loss = loss + -F.cosine_similarity(local(p, r, w), target, dim=-1).mean() / len(ps)
+    return loss, {}, {}
+
+
+def tico(t, h, r, w):
+    """lightly's TiCoLoss with gather_distributed: C from the GLOBAL batch, the terms averaged over rank r's rows."""
+    za, zb = F.normalize(t["za"], dim=1), F.normalize(t["zb"], dim=1)
+    za_all = gather(za, w)
+    B = torch.mm(za_all.T, za_all) / za_all.shape[0]
+    C = h["beta"] * t["covariance"].detach() + (1 - h["beta"]) * B
+    a, b = local(za, r, w), local(zb, r, w)
+    loss = 1 - (a * b).sum(dim=1).mean() + h["rho"] * (torch.mm(a, C) * a).sum(dim=1).mean()
+    return loss, {}, {"covariance": C.detach()}
+
+
+def mmcr(t, h, r, w):
+    """The official MMCR_Loss with its centroids over the GLOBAL batch (differentiable gather); the local term over rank r's rows."""
+    z = torch.stack([F.normalize(v, dim=1) for v in numbered(t, "view")], dim=2)  # [N, D, V]
+    loss = -torch.linalg.svdvals(gather(z.mean(dim=2), w)).sum()
+    if h["lambda"] != 0:
+        mine = local(z, r, w)
+        loss = loss + h["lambda"] * torch.linalg.svdvals(mine).sum() / mine.shape[0]
+    return loss, {}, {}
+
+
 LOSSES = {
     "simclr": simclr, "barlow": barlow, "byol": byol, "vicreg": vicreg, "moco": moco, "mocov3": mocov3,
     "simsiam": simsiam, "nnclr": nnclr, "supcon": supcon, "ressl": ressl, "dcl": dcl, "swav": swav, "dino": dino,
     "mae": mae, "wmse": wmse, "vibcreg": vibcreg, "all4one": all4one, "all4one-centroid": all4one_centroid,
     "deepclusterv2": deepclusterv2,
+    "fastsiam": fastsiam,
+    "tico": tico,
+    "mmcr": mmcr,
 }
 
 CONVENTIONS = {
@@ -465,6 +499,13 @@ CONVENTIONS = {
     "deepclusterv2": "solo-learn deepclusterv2_loss_func: scores_h [V, N, K] (views, batch, prototypes), targets [H, N] "
     "(-1: no cluster); mean over heads of cross_entropy(scores_h / temperature over its V*N rows, targets_h repeated "
     "per view, ignore_index=-1) over the GLOBAL batch; rank r: W * (its rows' sum) / (the global count)",
+    "fastsiam": "lightly FastSiamModel: (1/V) sum_i -mean_b cos(prediction_i, mean_{j != i} projection_j.detach()), "
+    "the mean over rank r's rows",
+    "tico": "lightly TiCoLoss: za, zb L2-normalised; C = beta * covariance + (1 - beta) * za^T za / N over the GLOBAL batch "
+    "(differentiable gather); 1 - mean_i <za_i, zb_i> + rho * mean_i za_i C za_i^T over rank r's rows; state_after "
+    "covariance = C detached",
+    "mmcr": "official MMCR_Loss: views L2-normalised, Z_i [D, V] sample i's views, centroids C [N, D] their means over the "
+    "GLOBAL batch; -sum svdvals(C) + lambda * mean over rank r's rows of sum svdvals(Z_i)",
 }
 
 
@@ -656,6 +697,20 @@ def make_inputs(name, g):
         out = {f"scores{hd}": entry(scores[hd], 1) for hd in range(heads)}
         out["targets"] = entry(targets, 1, "int32")
         return out, {}
+    if name == "fastsiam":
+        base = randn(g, N, D)
+        projections = [base + 0.5 * randn(g, N, D) + 0.2 * v for v in range(4)]
+        out = {f"projection{v}": entry(z) for v, z in enumerate(projections)}
+        out.update({f"prediction{v}": entry(base + 0.6 * randn(g, N, D)) for v in range(4)})
+        return out, {}
+    if name == "tico":
+        za, zb = two_views(g)
+        past = randn(g, 20, D) @ (torch.eye(D, dtype=torch.float64) + 0.3 * randn(g, D, D))
+        past = F.normalize(past, dim=1)
+        return {"za": entry(za), "zb": entry(zb)}, {"covariance": state_entry(past.T @ past / 20)}
+    if name == "mmcr":
+        base = randn(g, N, D) + 0.5
+        return {f"view{v}": entry(base + 0.7 * randn(g, N, D)) for v in range(4)}, {}
     raise KeyError(name)
 
 
@@ -683,6 +738,9 @@ CASES = [
     ("all4one-centroid", "all4one-centroid", 29, {"temperature": 0.1}),
     ("deepclusterv2", "deepclusterv2", 31, {"temperature": 0.1}),
     ("deepclusterv2-lopsided", "deepclusterv2", 32, {"temperature": 0.1}),
+    ("fastsiam", "fastsiam", 41, {}),
+    ("tico", "tico", 42, {"beta": 0.9, "rho": 20.0}),
+    ("mmcr", "mmcr", 43, {"lambda": 0.005}),
 ]
 
 

@@ -31,3 +31,6 @@ export { sphericalKMeans, type KMeansResult } from './kmeans.js';
 export { all4oneCentroidLoss, all4oneFeatureLoss } from './all4one.js';
 export { l2NormalizeRows, rowCosine } from './ops.js';
 export { batchLayout, gatherConstantRows, gatherRows, reduceValuesOverRanks, sumOverRanks, sumValuesOverRanksExact, type BatchLayout } from './global-batch.js';
+export { fastSiamLoss } from './fastsiam.js';
+export { ticoLoss, TICO_DEFAULTS, type TicoOptions, type TicoResult } from './tico.js';
+export { mmcrLoss, type MmcrOptions } from './mmcr.js';

@@ -28,4 +28,7 @@ export * from './dino.js';
 export * from './mae.js';
 export { MaeDecoder, sinCosPositionEmbedding, type MaeDecoderOptions } from './mae-decoder.js';
 export * from './mae-masking.js';
+export * from './fastsiam.js';
+export * from './tico.js';
+export * from './mmcr.js';
 export * from './registry.js';

@@ -23,6 +23,9 @@ import { SwAV } from './swav.js';
 import { VICReg } from './vicreg.js';
 import { VIbCReg } from './vibcreg.js';
 import { WMSE } from './wmse.js';
+import { FastSiam } from './fastsiam.js';
+import { TiCo } from './tico.js';
+import { MMCR } from './mmcr.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -125,6 +128,9 @@ const BUILT_IN: Record<string, MethodClass> = {
   dino: DINO,
   mae: MAE,
   all4one: All4One,
+  fastsiam: FastSiam,
+  tico: TiCo,
+  mmcr: MMCR,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

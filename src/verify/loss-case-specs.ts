@@ -13,6 +13,9 @@ import {
   dclLoss,
   deepClusterV2Loss,
   dinoLoss,
+  fastSiamLoss,
+  ticoLoss,
+  mmcrLoss,
   maeLoss,
   mocoLoss,
   mocov3Loss,
@@ -200,6 +203,27 @@ const SPECS = {
         const targets = tf.unstack(tf.cast(x.targets!, 'int32')) as tf.Tensor1D[];
         return deepClusterV2Loss(scores, targets, { temperature: h(c, 'temperature') }, g);
       }),
+  },
+  fastsiam: {
+    inputs: ['prediction#', 'projection#'],
+    numbered: { prediction: 2, projection: 2 },
+    hyper: [],
+    run: (_c, x, g) => fastSiamLoss(numberedTensors(x, 'prediction'), numberedTensors(x, 'projection'), g),
+  },
+  tico: {
+    inputs: ['za', 'zb'],
+    state: ['covariance'],
+    hyper: ['beta', 'rho'],
+    run: (c, x, g) => {
+      const { loss, covariance } = ticoLoss(x.za as T2, x.zb as T2, x.covariance as T2, { beta: h(c, 'beta'), rho: h(c, 'rho') }, g);
+      return { loss, stateAfter: { covariance } };
+    },
+  },
+  mmcr: {
+    inputs: ['view#'],
+    numbered: { view: 2 },
+    hyper: ['lambda'],
+    run: (c, x, g) => mmcrLoss(numberedTensors(x, 'view'), { lambda: h(c, 'lambda') }, g),
   },
 } satisfies Record<string, CaseLossSpec>;
 

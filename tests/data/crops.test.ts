@@ -133,7 +133,8 @@ describe('data/crops: parsing and validation', () => {
     );
   });
 
-  it('every built-in method declares its crops: 2 global (mae: 1) and no local ones, but for the multi-crop methods (swav, dino)', () => {
+  it('every built-in method declares its crops: 2 global (mae: 1, fastsiam: 4, mmcr: 8) and no local ones, but for the multi-crop methods (swav, dino)', () => {
+    const globalCrops: Record<string, number> = { mae: 1, fastsiam: 4, mmcr: 8 };
     const multiCrop = BUILT_IN_METHODS.filter((name) => getMethodClass(name).crops.multiCrop);
     assert.deepEqual([...multiCrop].sort(), ['dino', 'swav']);
     for (const name of BUILT_IN_METHODS) {
@@ -143,7 +144,7 @@ describe('data/crops: parsing and validation', () => {
         assert.equal(global, 2, name);
         continue;
       }
-      assert.deepEqual(cls.crops, name === 'mae' ? { globalCrops: 1, multiCrop: false } : TWO_GLOBAL_CROPS, name);
+      assert.deepEqual(cls.crops, name in globalCrops ? { globalCrops: globalCrops[name], multiCrop: false } : TWO_GLOBAL_CROPS, name);
       assertUserError(
         () => prepareExperiment(buildConfig({ method: name, syntheticSize: 64, crops: `${global}x28:0.14-1,6x12:0.05-0.14` })),
         new RegExp(`^--crops: .* for method '${name}', .*takes no local crops$`),
@@ -171,9 +172,10 @@ describe('data/crops: views', () => {
   it('every built-in method trains on bit-identical batches with its default crops (the experiment path) and with its recipe views', () => {
     for (const name of BUILT_IN_METHODS) {
       const experiment = prepareExperiment(buildConfig({ method: name, syntheticSize: 64 }));
-      const recipe = viewsFor(getMethodClass(name).viewRecipe, experiment.train);
       const global = getMethodClass(name).crops.globalCrops;
-      // Global crops are the recipe's views; a multi-crop method's default local crops follow them.
+      // Global crops are the recipe's views (in turn, for a method with more global crops than the recipe has views); a multi-crop method's default local crops follow them.
+      const views = viewsFor(getMethodClass(name).viewRecipe, experiment.train);
+      const recipe = Array.from({ length: Math.max(global, views.length) }, (_, v) => views[v % views.length]!).slice(0, global);
       assert.deepEqual(experiment.views.slice(0, global), recipe, name);
       const indices = [5, 0, 63, 17];
       const a = augmentBatch(experiment.train, experiment.views, 3, 2, indices);

@@ -56,6 +56,11 @@ const EXPECTED_COLLECTIVES: Record<string, Omit<CollectiveCounts, 'broadcast'>> 
   all4one: { allGather: 0, reduceScatter: 0, allReduce: 4 },
   // Two halves, each one gather forward and its reduce-scatter backward.
   'all4one-centroid': { allGather: 2, reduceScatter: 2, allReduce: 0 },
+  fastsiam: { allGather: 0, reduceScatter: 0, allReduce: 0 },
+  // The batch part of C: one all-reduce forward, one backward.
+  tico: { allGather: 0, reduceScatter: 0, allReduce: 2 },
+  // The Gram matrix summed exactly (one all-gather forward), the incoming gradient summed (one all-reduce backward).
+  mmcr: { allGather: 1, reduceScatter: 0, allReduce: 1 },
 };
 
 /** Cases whose every rank returns the global loss (the others differ between ranks). */

@@ -164,6 +164,19 @@ export const TABLE: Record<string, VerifyRow[]> = {
     { devices: 2, claim: "negative control: a centre moved by each rank's own teacher mean", args: [...GLOBAL_CROPS, ...DINO], control: 'dino_local_centre' },
   ],
   mae: [{ devices: 3, claim: 'masks keyed by the global sample index, the masked count all-reduced', args: MAE }],
+  fastsiam: [{ devices: 3, claim: '4 views, each prediction against the mean of the other views (per sample)', args: HEADS }],
+  tico: [
+    {
+      devices: 3,
+      claim: 'the running covariance from the global batch, moved once a step under gradient accumulation (2 micro-batches), EMA target',
+      args: [...SMALL_PROJECTOR, '--accumulate-grad-batches', '2'],
+    },
+    { devices: 2, claim: "negative control: each rank's covariance of its own batch", args: SMALL_PROJECTOR, control: 'tico_local' },
+  ],
+  mmcr: [
+    { devices: 3, claim: 'the nuclear norm of the global batch’s centroid matrix (8 views)', args: SMALL_PROJECTOR },
+    { devices: 2, claim: "negative control: each rank's nuclear norm of its own centroids", args: SMALL_PROJECTOR, control: 'mmcr_local' },
+  ],
 };
 
 /** Entry id of row `i` of `method`'s rows. */
