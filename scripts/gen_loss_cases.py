@@ -366,6 +366,29 @@ def vibcreg(t, h, r, w):
     return h["simWeight"] * sim_loss + h["varWeight"] * var_loss + h["covWeight"] * cov_loss, {}, {}
 
 
+def simdino(t, h, r, w):
+    """SimDINO's MCRLoss (expa_type=0, reduce_cov=1): features F.normalize-d; the coding rate of the student's global
+    crops from their Gram matrices summed over the ranks (differentiable all-reduce)."""
+    students = [F.normalize(s, dim=-1) for s in numbered(t, "student")]
+    teachers = [F.normalize(x, dim=-1).detach() for x in numbered(t, "teacher")]
+    comp, n_terms = 0, 0
+    for ig, tg in enumerate(teachers):
+        for iv, sv in enumerate(students):
+            if iv != ig:
+                comp = comp + F.cosine_similarity(local(tg, r, w), local(sv, r, w), dim=-1).mean()
+                n_terms += 1
+    comp = comp / n_terms
+    m, p = local(students[0], r, w).shape
+    n = m * w
+    expa = 0
+    for sg in students[: len(teachers)]:
+        cov = sum(local(sg, q, w).T @ local(sg, q, w) for q in range(w))  # dist_nn.all_reduce(Z^T Z)
+        chol = torch.linalg.cholesky(torch.eye(p, dtype=cov.dtype) + p / (n * h["eps"]) * cov)
+        expa = expa + chol.diagonal().log().sum()
+    expa = expa / len(teachers) * (p + n) / (p * n)
+    return -h["alignWeight"] * comp - expa, {}, {}
+
+
 def off_diagonal(x):
     n, m = x.shape
     return x.flatten()[:-1].view(n - 1, n + 1)[:, 1:].flatten()
@@ -412,6 +435,7 @@ LOSSES = {
     "simsiam": simsiam, "nnclr": nnclr, "supcon": supcon, "ressl": ressl, "dcl": dcl, "swav": swav, "dino": dino,
     "mae": mae, "wmse": wmse, "vibcreg": vibcreg, "all4one": all4one, "all4one-centroid": all4one_centroid,
     "deepclusterv2": deepclusterv2,
+    "simdino": simdino,
 }
 
 CONVENTIONS = {
@@ -465,6 +489,10 @@ CONVENTIONS = {
     "deepclusterv2": "solo-learn deepclusterv2_loss_func: scores_h [V, N, K] (views, batch, prototypes), targets [H, N] "
     "(-1: no cluster); mean over heads of cross_entropy(scores_h / temperature over its V*N rows, targets_h repeated "
     "per view, ignore_index=-1) over the GLOBAL batch; rank r: W * (its rows' sum) / (the global count)",
+    "simdino": "SimDINO MCRLoss (expa_type=0, reduce_cov=1): rows F.normalize-d, teacher detached; alignment = mean over "
+    "pairs (g, v != g) of mean_i cos(teacher_g, student_v) (rank r's rows); coding rate = mean over the global crops g of "
+    "sum log diag cholesky(I + K / (N eps) * sum_ranks Z_g^T Z_g) * (K + N) / (K N) over the GLOBAL batch; "
+    "loss = -alignWeight * alignment - coding rate",
 }
 
 
@@ -656,6 +684,11 @@ def make_inputs(name, g):
         out = {f"scores{hd}": entry(scores[hd], 1) for hd in range(heads)}
         out["targets"] = entry(targets, 1, "int32")
         return out, {}
+    if name == "simdino":
+        base = randn(g, N, D)
+        out = {f"student{v}": entry(base + 0.7 * randn(g, N, D) + 0.2) for v in range(4)}  # 2 global, 2 local crops
+        out.update({f"teacher{v}": entry(base + 0.3 * randn(g, N, D) + 0.2) for v in range(2)})
+        return out, {}
     raise KeyError(name)
 
 
@@ -683,6 +716,7 @@ CASES = [
     ("all4one-centroid", "all4one-centroid", 29, {"temperature": 0.1}),
     ("deepclusterv2", "deepclusterv2", 31, {"temperature": 0.1}),
     ("deepclusterv2-lopsided", "deepclusterv2", 32, {"temperature": 0.1}),
+    ("simdino", "simdino", 33, {"eps": 0.5, "alignWeight": 1.0}),
 ]
 
 

@@ -29,3 +29,4 @@ export * from './mae.js';
 export { MaeDecoder, sinCosPositionEmbedding, type MaeDecoderOptions } from './mae-decoder.js';
 export * from './mae-masking.js';
 export * from './registry.js';
+export * from './simdino.js';

@@ -23,6 +23,7 @@ import { SwAV } from './swav.js';
 import { VICReg } from './vicreg.js';
 import { VIbCReg } from './vibcreg.js';
 import { WMSE } from './wmse.js';
+import { SimDINO } from './simdino.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -125,6 +126,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   dino: DINO,
   mae: MAE,
   all4one: All4One,
+  simdino: SimDINO,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

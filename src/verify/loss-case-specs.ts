@@ -20,6 +20,7 @@ import {
   nnclrLoss,
   ntXentLoss,
   resslLoss,
+  simdinoLoss,
   sinkhornKnopp,
   supconLoss,
   swavLoss,
@@ -200,6 +201,14 @@ const SPECS = {
         const targets = tf.unstack(tf.cast(x.targets!, 'int32')) as tf.Tensor1D[];
         return deepClusterV2Loss(scores, targets, { temperature: h(c, 'temperature') }, g);
       }),
+  },
+  simdino: {
+    inputs: ['student#', 'teacher#'],
+    numbered: { student: 2, teacher: 1 },
+    hyper: ['eps', 'alignWeight'],
+    // The logged parts are dropped (disposed by the tidy).
+    run: (c, x, g) =>
+      tf.tidy(() => simdinoLoss(numberedTensors(x, 'student'), numberedTensors(x, 'teacher'), { eps: h(c, 'eps'), alignWeight: h(c, 'alignWeight') }, g).loss),
   },
 } satisfies Record<string, CaseLossSpec>;
 
