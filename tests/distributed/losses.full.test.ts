@@ -56,6 +56,8 @@ const EXPECTED_COLLECTIVES: Record<string, Omit<CollectiveCounts, 'broadcast'>> 
   all4one: { allGather: 0, reduceScatter: 0, allReduce: 4 },
   // Two halves, each one gather forward and its reduce-scatter backward.
   'all4one-centroid': { allGather: 2, reduceScatter: 2, allReduce: 0 },
+  // The global crops' Gram matrices [G, K, K]: one all-reduce forward, one backward.
+  simdino: { allGather: 0, reduceScatter: 0, allReduce: 2 },
 };
 
 /** Cases whose every rank returns the global loss (the others differ between ranks). */
@@ -75,6 +77,7 @@ const CONTROL_EXPECTATIONS: Record<string, (e: CaseErrors) => boolean> = {
   'all4one-centroid-local-candidates': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
   // Head 1 has no cluster on the first half of the batch: per-rank means weigh the ranks wrongly.
   'deepclusterv2-local-mean': (e) => e.loss > 1e-3,
+  'simdino-local-coding-rate': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
 };
 
 const cases = loadLossCases(CASES_FILE).cases;

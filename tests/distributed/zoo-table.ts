@@ -51,6 +51,9 @@ export interface VerifyRow {
   check?: (run: CliBatchResult) => void;
 }
 
+/** SimDINO: a head 32-16 (K = 16 < the global batch of 24), the mlp on the 2 global crops. */
+const SIMDINO = [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')];
+
 /** Per built-in method: its verify runs (only what must differ from the small defaults). */
 export const TABLE: Record<string, VerifyRow[]> = {
   simclr: [{ devices: 3, claim: 'NT-Xent over the gathered batch', args: SMALL_PROJECTOR }],
@@ -164,6 +167,10 @@ export const TABLE: Record<string, VerifyRow[]> = {
     { devices: 2, claim: "negative control: a centre moved by each rank's own teacher mean", args: [...GLOBAL_CROPS, ...DINO], control: 'dino_local_centre' },
   ],
   mae: [{ devices: 3, claim: 'masks keyed by the global sample index, the masked count all-reduced', args: MAE }],
+  simdino: [
+    { devices: 3, claim: 'the coding rate of the global batch (Gram matrices all-reduced), the EMA teacher', args: SIMDINO },
+    { devices: 2, claim: "negative control: each rank's own coding rate (the reference's reduce_cov=0)", args: SIMDINO, control: 'simdino_local' },
+  ],
 };
 
 /** Entry id of row `i` of `method`'s rows. */

@@ -41,6 +41,7 @@ const ARGS: Record<string, string[]> = {
   swav: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=30', 'queueSize=16', 'epochQueueStarts=0', 'freezePrototypesEpochs=0')],
   dino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=64', 'freezeLastLayerEpochs=0', 'clipGrad=0.3')],
   mae: ['--backbone', 'vit_tiny', ...ARG('decoderEmbedDim=32', 'decoderDepth=1', 'decoderNumHeads=4')],
+  simdino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')],
 };
 
 describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {

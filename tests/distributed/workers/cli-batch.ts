@@ -18,6 +18,7 @@ import '../../methods/all4one-local-queue.js';
 import '../../methods/dino-local-centre.js';
 import '../../methods/regs-methods.js';
 import '../../methods/swav-local-sinkhorn.js';
+import '../../methods/simdino-local.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {
