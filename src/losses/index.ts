@@ -32,3 +32,4 @@ export { all4oneCentroidLoss, all4oneFeatureLoss } from './all4one.js';
 export { l2NormalizeRows, rowCosine } from './ops.js';
 export { batchLayout, gatherConstantRows, gatherRows, reduceValuesOverRanks, sumOverRanks, sumValuesOverRanksExact, type BatchLayout } from './global-batch.js';
 export { simdinoLoss, SIMDINO_EPS, type SimDinoOptions, type SimDinoResult } from './simdino.js';
+export { lejepaLoss, LEJEPA_DEFAULTS, type LejepaOptions, type LejepaResult } from './lejepa.js';

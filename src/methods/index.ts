@@ -30,3 +30,4 @@ export { MaeDecoder, sinCosPositionEmbedding, type MaeDecoderOptions } from './m
 export * from './mae-masking.js';
 export * from './registry.js';
 export * from './simdino.js';
+export * from './lejepa.js';

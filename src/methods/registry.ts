@@ -24,6 +24,7 @@ import { VICReg } from './vicreg.js';
 import { VIbCReg } from './vibcreg.js';
 import { WMSE } from './wmse.js';
 import { SimDINO } from './simdino.js';
+import { LeJEPA } from './lejepa.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -127,6 +128,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   mae: MAE,
   all4one: All4One,
   simdino: SimDINO,
+  lejepa: LeJEPA,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

@@ -13,6 +13,7 @@ import {
   dclLoss,
   deepClusterV2Loss,
   dinoLoss,
+  lejepaLoss,
   maeLoss,
   mocoLoss,
   mocov3Loss,
@@ -209,6 +210,17 @@ const SPECS = {
     // The logged parts are dropped (disposed by the tidy).
     run: (c, x, g) =>
       tf.tidy(() => simdinoLoss(numberedTensors(x, 'student'), numberedTensors(x, 'teacher'), { eps: h(c, 'eps'), alignWeight: h(c, 'alignWeight') }, g).loss),
+  },
+  lejepa: {
+    inputs: ['view#', 'projections'],
+    numbered: { view: 2 },
+    hyper: ['sigregWeight', 'globalViews', 'tMax', 'knots'],
+    // The logged parts are dropped (disposed by the tidy).
+    run: (c, x, g) =>
+      tf.tidy(() => {
+        const options = { sigregWeight: h(c, 'sigregWeight'), globalViews: h(c, 'globalViews'), tMax: h(c, 'tMax'), knots: h(c, 'knots') };
+        return lejepaLoss(numberedTensors(x, 'view'), x.projections as T2, options, g).loss;
+      }),
   },
 } satisfies Record<string, CaseLossSpec>;
 
