@@ -42,6 +42,7 @@ const ARGS: Record<string, string[]> = {
   dino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=64', 'freezeLastLayerEpochs=0', 'clipGrad=0.3')],
   mae: ['--backbone', 'vit_tiny', ...ARG('decoderEmbedDim=32', 'decoderDepth=1', 'decoderNumHeads=4')],
   simdino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')],
+  lejepa: ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')],
 };
 
 describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {

@@ -19,6 +19,7 @@ import '../../methods/dino-local-centre.js';
 import '../../methods/regs-methods.js';
 import '../../methods/swav-local-sinkhorn.js';
 import '../../methods/simdino-local.js';
+import '../../methods/lejepa-local.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {
