@@ -15,7 +15,7 @@ function assertListed(text: string, method: string, args: ArgSpecs): void {
   assert.match(lines[start + 1], /^ {2}paper: {2}\S/);
   assert.match(
     lines[start + 2],
-    /^ {2}recipe: (sgd|lars|adamw), lr \S+, classifier lr \S+, weight decay \S+; views '\w+'; (2 global crops|1 global crop)( \+ .*local crops.*)?$/,
+    /^ {2}recipe: (sgd|lars|adamw), lr \S+, classifier lr \S+, weight decay \S+; views '\w+'; ([2-9] global crops|1 global crop)( \+ .*local crops.*)?$/,
   );
   assert.match(lines[start + 3], /^ {2}labels: (needed|not used)/);
   const header = start + 4;
