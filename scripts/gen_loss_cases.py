@@ -366,6 +366,58 @@ def vibcreg(t, h, r, w):
     return h["simWeight"] * sim_loss + h["varWeight"] * var_loss + h["covWeight"] * cov_loss, {}, {}
 
 
+def simdino(t, h, r, w):
+    """SimDINO's MCRLoss (expa_type=0, reduce_cov=1): features F.normalize-d; the coding rate of the student's global
+    crops from their Gram matrices summed over the ranks (differentiable all-reduce)."""
+    students = [F.normalize(s, dim=-1) for s in numbered(t, "student")]
+    teachers = [F.normalize(x, dim=-1).detach() for x in numbered(t, "teacher")]
+    comp, n_terms = 0, 0
+    for ig, tg in enumerate(teachers):
+        for iv, sv in enumerate(students):
+            if iv != ig:
+                comp = comp + F.cosine_similarity(local(tg, r, w), local(sv, r, w), dim=-1).mean()
+                n_terms += 1
+    comp = comp / n_terms
+    m, p = local(students[0], r, w).shape
+    n = m * w
+    expa = 0
+    for sg in students[: len(teachers)]:
+        cov = sum(local(sg, q, w).T @ local(sg, q, w) for q in range(w))  # dist_nn.all_reduce(Z^T Z)
+        chol = torch.linalg.cholesky(torch.eye(p, dtype=cov.dtype) + p / (n * h["eps"]) * cov)
+        expa = expa + chol.diagonal().log().sum()
+    expa = expa / len(teachers) * (p + n) / (p * n)
+    return -h["alignWeight"] * comp - expa, {}, {}
+
+
+def lejepa(t, h, r, w):
+    """LeJEPA (MINIMAL.md, the lejepa package's SlicingUnivariateTest + EppsPulley): (1 - lambda) * the prediction of
+    every view to the mean of the global views + lambda * SIGReg, its ECF over the GLOBAL batch (differentiable
+    all-reduce of the cos / sin sums, torch.distributed.nn.all_reduce)."""
+    views = numbered(t, "view")
+    a = t["projections"].detach()  # drawn under no_grad, the same on every rank
+    g = int(h["globalViews"])
+    lv = [local(v, r, w) for v in views]
+    centre = sum(lv[:g]) / g
+    inv = torch.stack([(centre - v).square().mean() for v in lv]).mean()
+    knots, t_max = int(h["knots"]), h["tMax"]
+    tt = torch.linspace(0, t_max, knots, dtype=torch.float64)
+    dt = t_max / (knots - 1)
+    weights = torch.full((knots,), 2 * dt, dtype=torch.float64)
+    weights[[0, -1]] = dt
+    phi = torch.exp(-0.5 * tt.square())
+    n = views[0].shape[0]
+    stats = []
+    for v in views:
+        x_t = (v @ a).unsqueeze(-1) * tt  # [N, S, T]
+        cos_mean = sum(local(x_t, q, w).cos().sum(0) for q in range(w)) / n  # all-reduced sums / N
+        sin_mean = sum(local(x_t, q, w).sin().sum(0) for q in range(w)) / n
+        err = (cos_mean - phi).square() + sin_mean.square()
+        stats.append((err @ (weights * phi)) * n)
+    sigreg = torch.stack(stats).mean()
+    lam = h["sigregWeight"]
+    return (1 - lam) * inv + lam * sigreg, {}, {}
+
+
 def off_diagonal(x):
     n, m = x.shape
     return x.flatten()[:-1].view(n - 1, n + 1)[:, 1:].flatten()
@@ -446,6 +498,8 @@ LOSSES = {
     "fastsiam": fastsiam,
     "tico": tico,
     "mmcr": mmcr,
+    "simdino": simdino,
+    "lejepa": lejepa,
 }
 
 CONVENTIONS = {
@@ -506,6 +560,16 @@ CONVENTIONS = {
     "covariance = C detached",
     "mmcr": "official MMCR_Loss: views L2-normalised, Z_i [D, V] sample i's views, centroids C [N, D] their means over the "
     "GLOBAL batch; -sum svdvals(C) + lambda * mean over rank r's rows of sum svdvals(Z_i)",
+    "simdino": "SimDINO MCRLoss (expa_type=0, reduce_cov=1): rows F.normalize-d, teacher detached; alignment = mean over "
+    "pairs (g, v != g) of mean_i cos(teacher_g, student_v) (rank r's rows); coding rate = mean over the global crops g of "
+    "sum log diag cholesky(I + K / (N eps) * sum_ranks Z_g^T Z_g) * (K + N) / (K N) over the GLOBAL batch; "
+    "loss = -alignWeight * alignment - coding rate",
+    "lejepa": "LeJEPA (MINIMAL.md; the lejepa package's SlicingUnivariateTest + EppsPulley): c = mean of the first "
+    "globalViews views (per sample); prediction = mean over views of mean (c - view)^2 (rank r's rows); for each view and "
+    "column a_s of projections (constant, no gradient) the Epps-Pulley statistic N * sum_j w_j ((mean cos(t_j x) - phi_j)^2 "
+    "+ (mean sin(t_j x))^2) of x = view @ a_s over the GLOBAL batch (cos / sin sums all-reduced WITH gradient), "
+    "t on [0, tMax] (knots points), phi = exp(-t^2 / 2), w = trapezoid weights doubled times phi; sigreg = mean over views "
+    "and projections; loss = (1 - sigregWeight) * prediction + sigregWeight * sigreg",
 }
 
 
@@ -711,6 +775,19 @@ def make_inputs(name, g):
     if name == "mmcr":
         base = randn(g, N, D) + 0.5
         return {f"view{v}": entry(base + 0.7 * randn(g, N, D)) for v in range(4)}, {}
+    if name == "simdino":
+        base = randn(g, N, D)
+        out = {f"student{v}": entry(base + 0.7 * randn(g, N, D) + 0.2) for v in range(4)}  # 2 global, 2 local crops
+        out.update({f"teacher{v}": entry(base + 0.3 * randn(g, N, D) + 0.2) for v in range(2)})
+        return out, {}
+    if name == "lejepa":
+        # Embeddings near N(0, I) after a random mixing, 3 global views and 1 local one; 5 unit directions.
+        n, k, s = 12, 6, 5
+        base = randn(g, n, k)
+        out = {f"view{v}": entry((base + 0.5 * randn(g, n, k)) * 0.9 + 0.1 * v) for v in range(4)}
+        a = randn(g, k, s)
+        out["projections"] = entry(a / a.norm(dim=0), None)
+        return out, {}
     raise KeyError(name)
 
 
@@ -741,6 +818,8 @@ CASES = [
     ("fastsiam", "fastsiam", 41, {}),
     ("tico", "tico", 42, {"beta": 0.9, "rho": 20.0}),
     ("mmcr", "mmcr", 43, {"lambda": 0.005}),
+    ("simdino", "simdino", 33, {"eps": 0.5, "alignWeight": 1.0}),
+    ("lejepa", "lejepa", 34, {"sigregWeight": 0.02, "globalViews": 3, "tMax": 3.0, "knots": 17}),
 ]
 
 

@@ -34,3 +34,5 @@ export { batchLayout, gatherConstantRows, gatherRows, reduceValuesOverRanks, sum
 export { fastSiamLoss } from './fastsiam.js';
 export { ticoLoss, TICO_DEFAULTS, type TicoOptions, type TicoResult } from './tico.js';
 export { mmcrLoss, type MmcrOptions } from './mmcr.js';
+export { simdinoLoss, SIMDINO_EPS, type SimDinoOptions, type SimDinoResult } from './simdino.js';
+export { lejepaLoss, LEJEPA_DEFAULTS, type LejepaOptions, type LejepaResult } from './lejepa.js';

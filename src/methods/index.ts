@@ -32,3 +32,5 @@ export * from './fastsiam.js';
 export * from './tico.js';
 export * from './mmcr.js';
 export * from './registry.js';
+export * from './simdino.js';
+export * from './lejepa.js';

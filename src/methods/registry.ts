@@ -26,6 +26,8 @@ import { WMSE } from './wmse.js';
 import { FastSiam } from './fastsiam.js';
 import { TiCo } from './tico.js';
 import { MMCR } from './mmcr.js';
+import { SimDINO } from './simdino.js';
+import { LeJEPA } from './lejepa.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -131,6 +133,8 @@ const BUILT_IN: Record<string, MethodClass> = {
   fastsiam: FastSiam,
   tico: TiCo,
   mmcr: MMCR,
+  simdino: SimDINO,
+  lejepa: LeJEPA,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

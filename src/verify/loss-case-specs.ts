@@ -16,6 +16,7 @@ import {
   fastSiamLoss,
   ticoLoss,
   mmcrLoss,
+  lejepaLoss,
   maeLoss,
   mocoLoss,
   mocov3Loss,
@@ -23,6 +24,7 @@ import {
   nnclrLoss,
   ntXentLoss,
   resslLoss,
+  simdinoLoss,
   sinkhornKnopp,
   supconLoss,
   swavLoss,
@@ -224,6 +226,25 @@ const SPECS = {
     numbered: { view: 2 },
     hyper: ['lambda'],
     run: (c, x, g) => mmcrLoss(numberedTensors(x, 'view'), { lambda: h(c, 'lambda') }, g),
+  },
+  simdino: {
+    inputs: ['student#', 'teacher#'],
+    numbered: { student: 2, teacher: 1 },
+    hyper: ['eps', 'alignWeight'],
+    // The logged parts are dropped (disposed by the tidy).
+    run: (c, x, g) =>
+      tf.tidy(() => simdinoLoss(numberedTensors(x, 'student'), numberedTensors(x, 'teacher'), { eps: h(c, 'eps'), alignWeight: h(c, 'alignWeight') }, g).loss),
+  },
+  lejepa: {
+    inputs: ['view#', 'projections'],
+    numbered: { view: 2 },
+    hyper: ['sigregWeight', 'globalViews', 'tMax', 'knots'],
+    // The logged parts are dropped (disposed by the tidy).
+    run: (c, x, g) =>
+      tf.tidy(() => {
+        const options = { sigregWeight: h(c, 'sigregWeight'), globalViews: h(c, 'globalViews'), tMax: h(c, 'tMax'), knots: h(c, 'knots') };
+        return lejepaLoss(numberedTensors(x, 'view'), x.projections as T2, options, g).loss;
+      }),
   },
 } satisfies Record<string, CaseLossSpec>;
 

@@ -133,15 +133,15 @@ describe('data/crops: parsing and validation', () => {
     );
   });
 
-  it('every built-in method declares its crops: 2 global (mae: 1, fastsiam: 4, mmcr: 8) and no local ones, but for the multi-crop methods (swav, dino)', () => {
+  it('every built-in method declares its crops: 2 global (mae: 1, fastsiam: 4, mmcr: 8) and no local ones, but for the multi-crop methods (swav, dino, simdino: 2 global; lejepa: 4)', () => {
     const globalCrops: Record<string, number> = { mae: 1, fastsiam: 4, mmcr: 8 };
     const multiCrop = BUILT_IN_METHODS.filter((name) => getMethodClass(name).crops.multiCrop);
-    assert.deepEqual([...multiCrop].sort(), ['dino', 'swav']);
+    assert.deepEqual([...multiCrop].sort(), ['dino', 'lejepa', 'simdino', 'swav']);
     for (const name of BUILT_IN_METHODS) {
       const cls = getMethodClass(name);
       const global = cls.crops.globalCrops;
       if (cls.crops.multiCrop) {
-        assert.equal(global, 2, name);
+        assert.equal(global, name === 'lejepa' ? 4 : 2, name);
         continue;
       }
       assert.deepEqual(cls.crops, name in globalCrops ? { globalCrops: globalCrops[name], multiCrop: false } : TWO_GLOBAL_CROPS, name);
@@ -173,9 +173,9 @@ describe('data/crops: views', () => {
     for (const name of BUILT_IN_METHODS) {
       const experiment = prepareExperiment(buildConfig({ method: name, syntheticSize: 64 }));
       const global = getMethodClass(name).crops.globalCrops;
-      // Global crops are the recipe's views (in turn, for a method with more global crops than the recipe has views); a multi-crop method's default local crops follow them.
+      // Global crop k is the recipe's view k mod its views (LeJEPA's 4 of SimCLR's 2); a multi-crop method's default local crops follow them.
       const views = viewsFor(getMethodClass(name).viewRecipe, experiment.train);
-      const recipe = Array.from({ length: Math.max(global, views.length) }, (_, v) => views[v % views.length]!).slice(0, global);
+      const recipe = Array.from({ length: global }, (_, k) => views[k % views.length]!);
       assert.deepEqual(experiment.views.slice(0, global), recipe, name);
       const indices = [5, 0, 63, 17];
       const a = augmentBatch(experiment.train, experiment.views, 3, 2, indices);

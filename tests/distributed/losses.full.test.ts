@@ -17,7 +17,9 @@
  * columns at i instead of rank·B + i, NT-Xent with a gather whose backward keeps only the local
  * slice, solo-learn's Barlow Twins, NNCLR with its targets at i, DCLW with lightly's local
  * softmax, and every loss with its global statistic over the local batch (Sinkhorn, DINO centre,
- * MAE mean, W-MSE whitening, VIbCReg, All4One, DeepCluster v2's mean). Also gatherConstantRows,
+ * MAE mean, W-MSE whitening, VIbCReg, All4One, DeepCluster v2's mean, SimDINO's coding rate,
+ * LeJEPA's SIGReg), and LeJEPA's SIGReg sums all-reduced without their gradient (lightly #1920:
+ * right values, each rank's gradient short of the other ranks' share). Also gatherConstantRows,
  * no leaked tensors, and the per-rank logic of `verify --case` (runLossCaseOnRank): every case
  * passes with the same report on every rank, and a case whose N W does not divide is a UserError.
  */
@@ -61,6 +63,10 @@ const EXPECTED_COLLECTIVES: Record<string, Omit<CollectiveCounts, 'broadcast'>> 
   tico: { allGather: 0, reduceScatter: 0, allReduce: 2 },
   // The Gram matrix summed exactly (one all-gather forward), the incoming gradient summed (one all-reduce backward).
   mmcr: { allGather: 1, reduceScatter: 0, allReduce: 1 },
+  // The global crops' Gram matrices [G, K, K]: one all-reduce forward, one backward.
+  simdino: { allGather: 0, reduceScatter: 0, allReduce: 2 },
+  // SIGReg's cos and sin sums [V, 2, S, T]: one all-reduce forward, one backward.
+  lejepa: { allGather: 0, reduceScatter: 0, allReduce: 2 },
 };
 
 /** Cases whose every rank returns the global loss (the others differ between ranks). */
@@ -80,6 +86,10 @@ const CONTROL_EXPECTATIONS: Record<string, (e: CaseErrors) => boolean> = {
   'all4one-centroid-local-candidates': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
   // Head 1 has no cluster on the first half of the batch: per-rank means weigh the ranks wrongly.
   'deepclusterv2-local-mean': (e) => e.loss > 1e-3,
+  'simdino-local-coding-rate': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
+  'lejepa-local-stats': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
+  // lightly #1920: the values are right, only the gradient (SIGReg's share, 1/W of it) is off.
+  'lejepa-no-grad-all-reduce': (e) => e.rankLoss! <= TOL && e.loss <= TOL && e.grad > 1e-2,
 };
 
 const cases = loadLossCases(CASES_FILE).cases;

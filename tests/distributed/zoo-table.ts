@@ -51,6 +51,11 @@ export interface VerifyRow {
   check?: (run: CliBatchResult) => void;
 }
 
+/** SimDINO: a head 32-16 (K = 16 < the global batch of 24), the mlp on the 2 global crops. */
+const SIMDINO = [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')];
+/** LeJEPA: the 4 global views of the mlp, a projector 32-8, 16 directions. */
+const LEJEPA = ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')];
+
 /** Per built-in method: its verify runs (only what must differ from the small defaults). */
 export const TABLE: Record<string, VerifyRow[]> = {
   simclr: [{ devices: 3, claim: 'NT-Xent over the gathered batch', args: SMALL_PROJECTOR }],
@@ -176,6 +181,18 @@ export const TABLE: Record<string, VerifyRow[]> = {
   mmcr: [
     { devices: 3, claim: 'the nuclear norm of the global batch’s centroid matrix (8 views)', args: SMALL_PROJECTOR },
     { devices: 2, claim: "negative control: each rank's nuclear norm of its own centroids", args: SMALL_PROJECTOR, control: 'mmcr_local' },
+  ],
+  simdino: [
+    { devices: 3, claim: 'the coding rate of the global batch (Gram matrices all-reduced), the EMA teacher', args: SIMDINO },
+    { devices: 2, claim: "negative control: each rank's own coding rate (the reference's reduce_cov=0)", args: SIMDINO, control: 'simdino_local' },
+  ],
+  lejepa: [
+    {
+      devices: 3,
+      claim: "SIGReg's characteristic function over the global batch (sums all-reduced with their gradient), directions keyed by the step",
+      args: LEJEPA,
+    },
+    { devices: 2, claim: "negative control: SIGReg of each rank's own batch", args: LEJEPA, control: 'lejepa_local' },
   ],
 };
 

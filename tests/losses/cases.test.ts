@@ -42,6 +42,8 @@ const EXPECTED_ZERO: Record<string, string[]> = {
   fastsiam: ['projection0', 'projection1', 'projection2', 'projection3'],
   tico: [],
   mmcr: [],
+  simdino: ['teacher0', 'teacher1'],
+  lejepa: ['projections'],
 };
 
 const cases = loadLossCases(CASES_FILE).cases;

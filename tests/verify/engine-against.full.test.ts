@@ -44,6 +44,8 @@ const ARGS: Record<string, string[]> = {
   fastsiam: HEADS,
   tico: SMALL_PROJECTOR,
   mmcr: SMALL_PROJECTOR,
+  simdino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')],
+  lejepa: ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')],
 };
 
 describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {

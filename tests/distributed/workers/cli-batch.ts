@@ -20,6 +20,8 @@ import '../../methods/regs-methods.js';
 import '../../methods/swav-local-sinkhorn.js';
 import '../../methods/tico-local.js';
 import '../../methods/mmcr-local.js';
+import '../../methods/simdino-local.js';
+import '../../methods/lejepa-local.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {
