@@ -34,3 +34,6 @@ export {
   type CheckpointData,
   type Sha256,
 } from './trainer/checkpoint-format.js';
+export { tfjsExportFiles, type BackboneExport } from './export/backbone-files.js';
+export { EXPORT_FORMAT_VERSION, EXPORT_METADATA_FILE, TFJS_MODEL_FILE, type ExportedSpec } from './export/spec.js';
+export { TFJS_WEIGHTS_FILE } from './export/tfjs.js';

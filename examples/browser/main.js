@@ -34,6 +34,7 @@ function settings() {
     batchSize: number('batch-size'),
     epochs: number('epochs'),
     seed: number('seed'),
+    ...($('lr').value === '' ? {} : { lr: number('lr') }),
   };
 }
 
@@ -131,6 +132,16 @@ async function downloadCheckpoint() {
   offerDownload(`${state.session.settings.method}-step${state.session.step}.ckpt`, bytes).click();
 }
 
+/** Offers the backbone's tfjs export (`ssl-train export --format tfjs`'s files) as downloads. */
+function exportBackbone() {
+  const step = state.session.step;
+  for (const [name, content] of state.session.exportTfjs()) {
+    const type = name.endsWith('.json') ? 'application/json' : 'application/octet-stream';
+    offerDownload(name, typeof content === 'string' ? new TextEncoder().encode(content) : content, type).dataset.export = `step ${step}`;
+  }
+  status(`Exported the backbone at step ${step}: model.json, group1-shard1of1.bin and ssl-zoo.json below (load with tf.loadLayersModel).`);
+}
+
 async function loadCheckpoint(file) {
   try {
     if (!state.images) throw new Error('pick the folder of images first (the checkpoint holds the weights, not the images)');
@@ -145,8 +156,9 @@ async function loadCheckpoint(file) {
       ['batch-size', 'batchSize'],
       ['epochs', 'epochs'],
       ['seed', 'seed'],
+      ['lr', 'lr'],
     ])
-      $(id).value = session.settings[key];
+      $(id).value = session.settings[key] ?? '';
     status(`Loaded ${file.name}: ${session.settings.method} on ${session.settings.backbone}, step ${session.step} / ${session.totalSteps}.`);
   } catch (e) {
     fail(e);
@@ -218,6 +230,13 @@ function setUp() {
     state.running = false;
   });
   $('download-checkpoint').addEventListener('click', () => downloadCheckpoint().catch(fail));
+  $('export').addEventListener('click', () => {
+    try {
+      exportBackbone();
+    } catch (e) {
+      fail(e);
+    }
+  });
   $('load-checkpoint').addEventListener('change', () => loadCheckpoint($('load-checkpoint').files[0]));
   drawChart($('chart'), state.history);
   refreshButtons();

@@ -25,6 +25,8 @@ export interface RunSettings {
   methodArgs?: Record<string, Zoo.ArgValue>;
   /** ViT patch side (`--patch-size`). */
   patchSize?: number;
+  /** Base learning rate per 256 samples (`--lr`; default: the method's recipe). */
+  lr?: number;
 }
 
 /** Decoded images: `[length, size, size, channels]` bytes, 0..255, with their classes. */
@@ -84,7 +86,7 @@ export class TrainingSession {
     this.totalSteps = settings.epochs * this.stepsPerEpoch;
     const optim = {
       optimizer: defaults.optimizer,
-      lr: defaults.lr,
+      lr: settings.lr ?? defaults.lr,
       classifierLr: defaults.classifierLr,
       weightDecay: defaults.weightDecay,
       ...{ momentum: 0.9, larsEta: 0.02, larsClipLr: true, warmupEpochs: settings.epochs / 10, warmupStartLr: 3e-5, minLr: 0 },
@@ -241,8 +243,28 @@ export class TrainingSession {
     return (
       `ssl-train --method ${s.method} --backbone ${s.backbone} --dataset folder --data-dir ${data} --val-every 0 ` +
       `--image-size ${s.imageSize} --channels ${this.dataset.channels} --batch-size ${s.batchSize} --epochs ${s.epochs} --seed ${s.seed}` +
-      `${s.patchSize !== undefined ? ` --patch-size ${s.patchSize}` : ''}${args.length > 0 ? ` ${args.join(' ')}` : ''} --resume ${checkpointPath}`
+      `${s.patchSize !== undefined ? ` --patch-size ${s.patchSize}` : ''}${s.lr !== undefined ? ` --lr ${s.lr}` : ''}${args.length > 0 ? ` ${args.join(' ')}` : ''} --resume ${checkpointPath}`
     );
+  }
+
+  /**
+   * The backbone as `ssl-train export --format tfjs` writes it: `model.json`, the weight
+   * shard and `ssl-zoo.json`, by name (the eval view's normalisation inside the model; batch
+   * norm in inference mode). The backbone is back in training mode afterwards.
+   */
+  exportTfjs(): Array<[string, Uint8Array | string]> {
+    const { mean, std } = this.zoo.evalTransform(this.dataset);
+    this.method.backbone.eval();
+    try {
+      const { settings: s, dataset } = this;
+      return this.zoo.tfjsExportFiles({
+        ...{ backbone: this.method.backbone, name: s.backbone, inChannels: dataset.channels, imageSize: dataset.height },
+        ...{ cifarStem: dataset.height <= 64, norm: 'batch', mean, std, sslZooVersion: 'browser page' },
+        source: { runDir: 'browser page', method: s.method, dataset: 'folder', checkpoint: 'IndexedDB', step: this.progress.step },
+      }).files;
+    } finally {
+      this.method.backbone.train();
+    }
   }
 
   dispose(): void {
@@ -289,5 +311,6 @@ function settingsOf(zoo: Library, meta: Record<string, unknown>, images: PixelIm
     ...{ method: need('method', 'string'), backbone: need('backbone', 'string'), imageSize, batchSize: need('batchSize', 'number') },
     ...{ epochs: need('epochs', 'number'), seed: need('seed', 'number'), methodArgs: (config.methodArgs ?? {}) as Record<string, Zoo.ArgValue> },
     ...(typeof config.patchSize === 'number' ? { patchSize: config.patchSize } : {}),
+    ...(typeof config.lr === 'number' ? { lr: config.lr } : {}),
   };
 }

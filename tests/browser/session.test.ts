@@ -5,7 +5,7 @@
  * and a Node `last.ckpt` continues in the session, each at the step it reached.
  */
 import { strict as assert } from 'node:assert';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import * as zoo from '../../src/browser.js';
@@ -13,6 +13,8 @@ import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
 import { TrainingSession, type PixelImages, type RunSettings } from '../../examples/browser/session.js';
 import { writePngFolder } from '../helpers/image-folder.js';
 import { runCli, tempDir } from '../helpers/run.js';
+import { relativeDiff, runTfjs, TOLERANCE } from '../export/helpers.js';
+import { readNpy } from '../helpers/npy.js';
 
 /** 16 images of 8 px in two classes, batch 4: 4 steps an epoch, 3 epochs. */
 const SETTINGS: RunSettings = {
@@ -104,6 +106,38 @@ describe('the browser page session and ssl-train: one checkpoint format', functi
       assert.equal(straight.status, 0, straight.stderr);
       const nodeLoss = lastLoss(join(dir, 'node-six'));
       assert.ok(Math.abs(nodeLoss - next.loss) <= 1e-4 * Math.abs(nodeLoss), `Node ${nodeLoss}, session ${next.loss}`);
+    } finally {
+      session.dispose();
+    }
+  });
+
+  it("the session's tfjs export gives ssl-train embed's features of its checkpoint (float32 round-off)", async () => {
+    const session = TrainingSession.create(zoo, SETTINGS, images);
+    try {
+      await session.trainStep();
+      await session.trainStep();
+      const checkpoint = join(dir, 'export.ckpt');
+      writeFileSync(checkpoint, await session.checkpoint());
+      const model = join(dir, 'export');
+      mkdirSync(model, { recursive: true });
+      const files = session.exportTfjs();
+      assert.deepEqual(files.map(([name]) => name).sort(), ['group1-shard1of1.bin', 'model.json', 'ssl-zoo.json']);
+      for (const [name, content] of files) writeFileSync(join(model, name), content);
+      const size = SETTINGS.imageSize;
+      const x = zoo.tf.tensor4d(
+        Float32Array.from(images.pixels, (v) => v / 255),
+        [images.length, size, size, 3],
+      );
+      const [exported] = await runTfjs(model, x);
+      x.dispose();
+      const out = join(dir, 'embed.npy');
+      const data = ['--dataset', 'folder', '--data-dir', join(dir, 'images'), '--val-dir', join(dir, 'images'), '--split', 'train'];
+      const embed = runCli(['embed', '--checkpoint', checkpoint, ...data, '--out', out, '--backend', 'cpu']);
+      assert.equal(embed.status, 0, embed.stderr);
+      const features = readNpy(out);
+      assert.deepEqual(features.shape, [images.length, session.method.backbone.featureDim]);
+      const diff = relativeDiff(features.values as Float32Array, exported!);
+      assert.ok(diff <= TOLERANCE, `features differ by ${diff} (relative to the largest) > ${TOLERANCE}`);
     } finally {
       session.dispose();
     }
