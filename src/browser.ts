@@ -3,7 +3,8 @@
  * page needs to train. Everything here is free of Node built-ins; the modules that differ by
  * platform have a `*.browser.ts` sibling that the browser build uses in their place (the
  * engine: WebGPU or the JS cpu backend; tfjs's gradient registration; image files). The
- * file-system, worker-thread, native-kernel and Gloo parts are not reachable from here.
+ * file-system, worker-thread, native-kernel and Gloo parts are not reachable from here. The
+ * checkpoint format (`SSLZCKP1`) is the trainer's, as bytes, so that a run continues across both.
  */
 export { tf } from './core/tf.js';
 export type { Tensor, Tensor2D, Tensor4D, Scalar, Variable } from './core/tf.js';
@@ -23,3 +24,16 @@ export type { MultiViewBatch } from './data/loader.js';
 export type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule } from './trainer/interfaces.js';
 export { SingleDeviceStrategy, type Strategy } from './trainer/strategy.js';
 export { StepSequence, readMetrics, type StepContext, type StepOutcome, type PendingMetrics } from './trainer/step.js';
+export {
+  encodeCheckpoint,
+  decodeCheckpoint,
+  joinBytes,
+  webCryptoSha256,
+  CheckpointProblem,
+  CHECKPOINT_MAGIC,
+  type CheckpointData,
+  type Sha256,
+} from './trainer/checkpoint-format.js';
+export { tfjsExportFiles, type BackboneExport } from './export/backbone-files.js';
+export { EXPORT_FORMAT_VERSION, EXPORT_METADATA_FILE, TFJS_MODEL_FILE, type ExportedSpec } from './export/spec.js';
+export { TFJS_WEIGHTS_FILE } from './export/tfjs.js';

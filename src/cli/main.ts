@@ -31,6 +31,7 @@ import type { CompareCliOptions } from './compare.js';
 import { evaluationCommands } from './evaluate.js';
 import { booleanOrText, numberOrText } from './flag-values.js';
 import { exportCommand } from './export.js';
+import { serveCommand } from './serve.js';
 import { formatSyncResult, wandbSync } from './wandb-sync.js';
 
 /** Exit code for user mistakes (bad flags, config, data, environment). */
@@ -224,7 +225,7 @@ export function buildProgram(): Command {
       const text = describeMethods(names.length > 0 ? names : undefined);
       process.stdout.write(`Set with --method-arg name=value (repeatable) or method_args in a --config file.\n\n${text}\n`);
     });
-  for (const command of [compare, sync, methods, ...evaluationCommands(), exportCommand()]) program.addCommand(command.exitOverride());
+  for (const command of [compare, sync, methods, ...evaluationCommands(), exportCommand(), serveCommand()]) program.addCommand(command.exitOverride());
   program.exitOverride();
   return program;
 }

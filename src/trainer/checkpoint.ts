@@ -1,66 +1,41 @@
+/**
+ * Checkpoint files: the format of `checkpoint-format.ts` (`SSLZCKP1`, shared with the browser
+ * page) written atomically, read, verified and searched for in a run directory.
+ */
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../core/errors.js';
-import { tf, type Tensor } from '../core/tf.js';
+import type { Tensor } from '../core/tf.js';
+import {
+  checkChecksum,
+  checkpointTensors,
+  checksummedBytes,
+  CheckpointProblem,
+  encodeCheckpoint as encodeCheckpointBytes,
+  headerLength,
+  parseHeader,
+  PREFIX_BYTES,
+  tensorValues,
+  type CheckpointData,
+  type CheckpointHeader,
+  type Sha256,
+} from './checkpoint-format.js';
 import { writeFileAtomic } from './files.js';
 import { LAST_CHECKPOINT } from './run-dir.js';
 
-const MAGIC = 'SSLZCKP1';
-/** Magic (8 bytes) and header length (uint32 LE). */
-const PREFIX_BYTES = 12;
+export type { CheckpointData } from './checkpoint-format.js';
 
-interface TensorEntry {
-  name: string;
-  dtype: 'float32' | 'int32';
-  shape: number[];
-  offset: number;
-  length: number;
-}
-
-interface Header {
-  meta: Record<string, unknown>;
-  tensors: TensorEntry[];
-  /** SHA-256 of the tensor bytes (checkpoints written before it was added have none). */
-  checksum?: { algorithm: 'sha256'; value: string };
-}
-
-/** A checkpoint in memory: named tensors plus JSON metadata. */
-export interface CheckpointData {
-  tensors: Record<string, Tensor>;
-  meta: Record<string, unknown>;
-}
-
-/** Why a checkpoint file cannot be used (a phrase that follows the file name: "is truncated (...)"). */
-class CheckpointProblem extends Error {}
-
-/**
- * A checkpoint as the bytes of a file: 8-byte magic `SSLZCKP1`, uint32 LE header length,
- * UTF-8 JSON header `{ meta, tensors: [{ name, dtype, shape, offset, length }], checksum }`,
- * then the raw little-endian tensor bytes (float32 or int32) at the given byte offsets;
- * `checksum` is the SHA-256 of those bytes. The tensors are read asynchronously.
- */
-export async function encodeCheckpoint(data: CheckpointData): Promise<Uint8Array[]> {
-  const entries: TensorEntry[] = [];
-  const buffers: Uint8Array[] = [];
+/** Node's incremental SHA-256 (no copy of the tensor bytes into one buffer). */
+const nodeSha256: Sha256 = async (parts) => {
   const hash = createHash('sha256');
-  let offset = 0;
-  for (const [name, t] of Object.entries(data.tensors)) {
-    const dtype = t.dtype === 'int32' ? 'int32' : 'float32';
-    const read = await t.data();
-    const values = dtype === 'int32' ? Int32Array.from(read as Int32Array) : Float32Array.from(read as Float32Array);
-    const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
-    entries.push({ name, dtype, shape: t.shape, offset, length: bytes.byteLength });
-    buffers.push(bytes);
-    hash.update(bytes);
-    offset += bytes.byteLength;
-  }
-  const header: Header = { meta: data.meta, tensors: entries, checksum: { algorithm: 'sha256', value: hash.digest('hex') } };
-  const headerBytes = Buffer.from(JSON.stringify(header), 'utf8');
-  const prefix = Buffer.alloc(PREFIX_BYTES);
-  prefix.write(MAGIC, 0, 'latin1');
-  prefix.writeUInt32LE(headerBytes.byteLength, 8);
-  return [prefix, headerBytes, ...buffers];
+  for (const p of parts) hash.update(p);
+  return hash.digest('hex');
+};
+
+/** A checkpoint as the bytes of a file (see `checkpoint-format.ts`); the tensors are read asynchronously. */
+export function encodeCheckpoint(data: CheckpointData): Promise<Uint8Array[]> {
+  return encodeCheckpointBytes(data, nodeSha256);
 }
 
 /**
@@ -72,65 +47,25 @@ export async function saveCheckpoint(path: string, data: CheckpointData): Promis
   writeFileAtomic(path, await encodeCheckpoint(data));
 }
 
-/** The header of a checkpoint whose first bytes are `head` (at least the prefix and header) in a file of `fileSize` bytes. */
-function parseHeader(head: Buffer, fileSize: number): { header: Header; base: number } {
-  if (head.byteLength < PREFIX_BYTES || head.toString('latin1', 0, 8) !== MAGIC) throw new CheckpointProblem('is not an ssl-zoo checkpoint (bad magic)');
-  const headerLength = head.readUInt32LE(8);
-  const base = PREFIX_BYTES + headerLength;
-  if (base > fileSize) throw new CheckpointProblem(`is truncated (${fileSize} bytes, its header alone ends at byte ${base})`);
-  let header: Header;
-  try {
-    header = JSON.parse(head.toString('utf8', PREFIX_BYTES, base)) as Header;
-  } catch {
-    throw new CheckpointProblem('has a corrupt header');
-  }
-  if (typeof header !== 'object' || header === null || typeof header.meta !== 'object' || header.meta === null || !Array.isArray(header.tensors)) {
-    throw new CheckpointProblem('has a corrupt header');
-  }
-  for (const e of header.tensors) {
-    const elements = Array.isArray(e?.shape) ? e.shape.reduce((a, b) => a * b, 1) : NaN;
-    if (
-      typeof e.name !== 'string' ||
-      (e.dtype !== 'float32' && e.dtype !== 'int32') ||
-      !Number.isInteger(e.offset) ||
-      e.offset < 0 ||
-      e.length !== elements * 4
-    ) {
-      throw new CheckpointProblem('has a corrupt header (bad tensor entry)');
-    }
-    if (base + e.offset + e.length > fileSize) {
-      throw new CheckpointProblem(`is truncated (tensor '${e.name}' ends past the end of the file)`);
-    }
-  }
-  return { header, base };
-}
-
 /** Parses a whole checkpoint file and checks its checksum. */
-function parseFile(file: Buffer): { header: Header; base: number } {
+function parseFile(file: Buffer): { header: CheckpointHeader; base: number } {
   const parsed = parseHeader(file, file.byteLength);
   const { header, base } = parsed;
-  if (header.checksum) {
-    const end = header.tensors.reduce((m, e) => Math.max(m, e.offset + e.length), 0);
-    const actual = createHash('sha256')
-      .update(file.subarray(base, base + end))
-      .digest('hex');
-    if (header.checksum.algorithm !== 'sha256' || actual !== header.checksum.value) {
-      throw new CheckpointProblem('is corrupt (its tensor data does not match its checksum)');
-    }
-  }
+  if (header.checksum)
+    checkChecksum(
+      header,
+      createHash('sha256')
+        .update(checksummedBytes(file, header, base))
+        .digest('hex'),
+    );
   return parsed;
-}
-
-function tensorValues(file: Buffer, base: number, e: TensorEntry): Float32Array | Int32Array {
-  const bytes = file.buffer.slice(file.byteOffset + base + e.offset, file.byteOffset + base + e.offset + e.length);
-  return e.dtype === 'int32' ? new Int32Array(bytes) : new Float32Array(bytes);
 }
 
 /** Reads a checkpoint written by {@link saveCheckpoint}; the caller disposes the tensors. */
 export function loadCheckpoint(path: string): CheckpointData {
   if (!existsSync(path)) throw new UserError(`resume: checkpoint ${path} does not exist`);
   const file = readFileSync(path);
-  let parsed: { header: Header; base: number };
+  let parsed: { header: CheckpointHeader; base: number };
   try {
     parsed = parseFile(file);
   } catch (e) {
@@ -138,9 +73,7 @@ export function loadCheckpoint(path: string): CheckpointData {
     throw e;
   }
   const { header, base } = parsed;
-  const tensors: Record<string, Tensor> = {};
-  for (const e of header.tensors) tensors[e.name] = tf.tensor(tensorValues(file, base, e), e.shape, e.dtype);
-  return { tensors, meta: header.meta };
+  return { tensors: checkpointTensors(file, header, base), meta: header.meta };
 }
 
 /** The metadata of a checkpoint from its header alone (the tensor bytes are not read). */
@@ -150,9 +83,8 @@ function readCheckpointMeta(path: string): Record<string, unknown> {
     const size = fstatSync(fd).size;
     const prefix = Buffer.alloc(PREFIX_BYTES);
     const got = readSync(fd, prefix, 0, PREFIX_BYTES, 0);
-    if (got < PREFIX_BYTES || prefix.toString('latin1', 0, 8) !== MAGIC) throw new CheckpointProblem('is not an ssl-zoo checkpoint (bad magic)');
-    const headerLength = prefix.readUInt32LE(8);
-    const head = Buffer.alloc(PREFIX_BYTES + Math.min(headerLength, Math.max(0, size - PREFIX_BYTES)));
+    const length = headerLength(prefix.subarray(0, got));
+    const head = Buffer.alloc(PREFIX_BYTES + Math.min(length, Math.max(0, size - PREFIX_BYTES)));
     prefix.copy(head);
     readSync(fd, head, PREFIX_BYTES, head.byteLength - PREFIX_BYTES, PREFIX_BYTES);
     return parseHeader(head, size).header.meta;

@@ -1,0 +1,246 @@
+/* global document, window, Option */
+/**
+ * The training page: pick or drop a folder, choose a method and backbone, train with a live
+ * chart, pause (the run goes to IndexedDB) and continue after a reload, download the
+ * checkpoint (continue it with `ssl-train --resume`) or load one of ssl-train's, export the
+ * backbone. Everything runs here; the page fetches only its own files, at load.
+ */
+import * as zoo from './ssl-zoo.js';
+import { TrainingSession } from './session.js';
+import { decodeImages, entryFiles, handleFiles, imageEntries, inputFiles } from './images.js';
+import { clearRun, loadRun, saveRun } from './store.js';
+import { drawChart } from './chart.js';
+
+const $ = (id) => document.getElementById(id);
+/** What the page holds; `window.sslPage` exposes it (the browser test reads it). */
+const state = { entries: [], images: undefined, session: undefined, history: [], running: false, engine: undefined, error: undefined };
+window.sslPage = state;
+
+function status(text) {
+  $('status').textContent = text;
+}
+
+function fail(e) {
+  state.error = e instanceof Error ? e.message : String(e);
+  status(`Error: ${state.error}`);
+}
+
+function settings() {
+  const number = (id) => Number($(id).value);
+  return {
+    method: $('method').value,
+    backbone: $('backbone').value,
+    imageSize: number('image-size'),
+    batchSize: number('batch-size'),
+    epochs: number('epochs'),
+    seed: number('seed'),
+    ...($('lr').value === '' ? {} : { lr: number('lr') }),
+  };
+}
+
+function refreshButtons() {
+  const { session, running, images } = state;
+  $('start').disabled = running || (!images && !session) || Boolean(session?.finished);
+  $('start').textContent = session && session.step > 0 ? 'Continue' : 'Start';
+  $('pause').disabled = !running;
+  $('download-checkpoint').disabled = running || !session;
+  $('export').disabled = running || !session;
+}
+
+async function engine() {
+  if (!state.engine) state.engine = (await zoo.initEngine($('engine').value)).backend;
+  return state.engine;
+}
+
+/** Decodes the picked files at the chosen image size. */
+async function useFiles(files) {
+  state.entries = imageEntries(files);
+  if (state.entries.length === 0) {
+    $('data-status').textContent = 'No images (png, jpg, jpeg, webp) in that folder.';
+    return;
+  }
+  state.session?.dispose();
+  state.session = undefined;
+  state.history = [];
+  const { images, skipped } = await decodeImages(state.entries, Number($('image-size').value), (done, total) => {
+    $('data-status').textContent = `Decoding ${done} / ${total} images in this page…`;
+  });
+  state.images = images;
+  const classes = images.classNames[0] === 'unlabelled' ? 'no class sub-folders' : `${images.classNames.length} classes (${images.classNames.join(', ')})`;
+  $('data-status').textContent =
+    `${images.length} images, ${images.size} x ${images.size} px, ${classes}${skipped.length ? `; skipped ${skipped.length}: ${skipped.join('; ')}` : ''}.`;
+  drawChart($('chart'), state.history);
+  refreshButtons();
+}
+
+async function save() {
+  const { session } = state;
+  await saveRun({
+    checkpoint: await session.checkpoint(),
+    images: state.images,
+    history: state.history,
+    step: session.step,
+    settings: session.settings,
+    savedAt: Date.now(),
+  });
+}
+
+async function train() {
+  try {
+    await engine();
+    if (!state.session) state.session = TrainingSession.create(zoo, settings(), state.images);
+    const session = state.session;
+    state.running = true;
+    refreshButtons();
+    const pauseAt = Number($('pause-at').value) || Infinity;
+    while (state.running && !session.finished && session.step < pauseAt) {
+      const result = await session.trainStep();
+      state.history.push(result);
+      status(
+        `Step ${result.step} / ${session.totalSteps} (epoch ${result.epoch + 1}), loss ${result.loss.toFixed(4)}, ${result.imagesPerSecond.toFixed(1)} images/s on ${state.engine}`,
+      );
+      drawChart($('chart'), state.history);
+      // Lets the page handle clicks and repaint between steps.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    state.running = false;
+    await save();
+    status(`${session.finished ? 'Finished' : 'Paused'} at step ${session.step} / ${session.totalSteps}; saved in this browser.`);
+    $('node-command').textContent = `Continue in Node: ${session.nodeCommand('page.ckpt', 'DIR')}`;
+  } catch (e) {
+    state.running = false;
+    fail(e);
+  }
+  refreshButtons();
+}
+
+function offerDownload(name, bytes, type = 'application/octet-stream') {
+  const url = URL.createObjectURL(new Blob([bytes], { type }));
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  link.textContent = `${name} (${bytes.length ?? bytes.byteLength} bytes)`;
+  const item = document.createElement('li');
+  item.append(link);
+  $('downloads').append(item);
+  return link;
+}
+
+async function downloadCheckpoint() {
+  const bytes = await state.session.checkpoint();
+  state.downloadedCheckpoint = bytes;
+  offerDownload(`${state.session.settings.method}-step${state.session.step}.ckpt`, bytes).click();
+}
+
+/** Offers the backbone's tfjs export (`ssl-train export --format tfjs`'s files) as downloads. */
+function exportBackbone() {
+  const step = state.session.step;
+  for (const [name, content] of state.session.exportTfjs()) {
+    const type = name.endsWith('.json') ? 'application/json' : 'application/octet-stream';
+    offerDownload(name, typeof content === 'string' ? new TextEncoder().encode(content) : content, type).dataset.export = `step ${step}`;
+  }
+  status(`Exported the backbone at step ${step}: model.json, group1-shard1of1.bin and ssl-zoo.json below (load with tf.loadLayersModel).`);
+}
+
+async function loadCheckpoint(file) {
+  try {
+    if (!state.images) throw new Error('pick the folder of images first (the checkpoint holds the weights, not the images)');
+    await engine();
+    const session = await TrainingSession.resume(zoo, new Uint8Array(await file.arrayBuffer()), state.images);
+    state.session?.dispose();
+    state.session = session;
+    state.history = [];
+    for (const [id, key] of [
+      ['method', 'method'],
+      ['backbone', 'backbone'],
+      ['batch-size', 'batchSize'],
+      ['epochs', 'epochs'],
+      ['seed', 'seed'],
+      ['lr', 'lr'],
+    ])
+      $(id).value = session.settings[key] ?? '';
+    status(`Loaded ${file.name}: ${session.settings.method} on ${session.settings.backbone}, step ${session.step} / ${session.totalSteps}.`);
+  } catch (e) {
+    fail(e);
+  }
+  refreshButtons();
+}
+
+async function offerResume() {
+  const saved = await loadRun();
+  if (!saved) return;
+  $('resume-text').textContent =
+    `A ${saved.settings.method} run on ${saved.settings.backbone} (${saved.images.length} images) stopped at step ${saved.step}. Continue it?`;
+  $('resume-offer').hidden = false;
+  $('resume-continue').onclick = async () => {
+    $('resume-offer').hidden = true;
+    try {
+      if (saved.engine) $('engine').value = saved.engine;
+      await engine();
+      state.images = saved.images;
+      state.history = saved.history;
+      state.session = await TrainingSession.resume(zoo, saved.checkpoint, saved.images);
+      $('image-size').value = saved.images.size;
+      $('data-status').textContent = `${saved.images.length} images from the saved run (kept in this browser).`;
+      status(`Restored step ${state.session.step} / ${state.session.totalSteps}.`);
+      drawChart($('chart'), state.history);
+      refreshButtons();
+      await train();
+    } catch (e) {
+      fail(e);
+    }
+  };
+  $('resume-discard').onclick = async () => {
+    $('resume-offer').hidden = true;
+    await clearRun();
+  };
+}
+
+function setUp() {
+  for (const name of zoo.methodNames()) $('method').append(new Option(name, name));
+  for (const name of zoo.BACKBONE_NAMES) $('backbone').append(new Option(name, name, name === 'tiny_resnet', name === 'tiny_resnet'));
+  $('method').value = 'simclr';
+  $('folder').addEventListener('change', () => useFiles(inputFiles($('folder'))).catch(fail));
+  const drop = $('drop');
+  drop.addEventListener('dragover', (event) => {
+    event.preventDefault();
+    drop.classList.add('over');
+  });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (event) => {
+    event.preventDefault();
+    drop.classList.remove('over');
+    const entries = Array.from(event.dataTransfer.items, (item) => item.webkitGetAsEntry?.()).filter(Boolean);
+    Promise.all(entries.map((entry) => entryFiles(entry)))
+      .then((lists) => useFiles(lists.flat()))
+      .catch(fail);
+  });
+  if (typeof window.showDirectoryPicker === 'function') {
+    $('pick').hidden = false;
+    $('pick').addEventListener('click', async () => {
+      try {
+        await useFiles(await handleFiles(await window.showDirectoryPicker()));
+      } catch (e) {
+        if (e.name !== 'AbortError') fail(e);
+      }
+    });
+  }
+  $('start').addEventListener('click', train);
+  $('pause').addEventListener('click', () => {
+    state.running = false;
+  });
+  $('download-checkpoint').addEventListener('click', () => downloadCheckpoint().catch(fail));
+  $('export').addEventListener('click', () => {
+    try {
+      exportBackbone();
+    } catch (e) {
+      fail(e);
+    }
+  });
+  $('load-checkpoint').addEventListener('change', () => loadCheckpoint($('load-checkpoint').files[0]));
+  drawChart($('chart'), state.history);
+  refreshButtons();
+  offerResume().catch(fail);
+}
+
+setUp();
