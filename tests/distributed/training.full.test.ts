@@ -95,9 +95,10 @@ describe('data-parallel training equals one process on the global batch', functi
     assert.equal(status, 0, stdout + stderr);
   });
 
-  // The example of docs/distributed.md (`ssl-train verify`) with every default (tiny_resnet, batch 256, LARS at the full lr):
-  // float32 round-off flips ReLUs here, so this is where a fixed 1e-5 tolerance failed.
-  for (const method of ['simclr', 'barlow_twins', 'byol']) {
+  // `ssl-train verify` with every default (tiny_resnet, batch 256, LARS at the full lr): float32
+  // round-off flips ReLUs here, so this is where a fixed 1e-5 tolerance failed. One method in CI;
+  // every method, 2 and 3 ranks, over seeds: `npm run bench:verify-zoo -- --seeds 0,1,2,3,4`.
+  for (const method of ['simclr']) {
     it(`${method}: ssl-train verify --devices 2 passes with all defaults`, function () {
       // Rank 0 runs the one-process reference and four twins at batch 256: minutes on 2 cores.
       this.timeout(900_000);
