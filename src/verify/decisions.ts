@@ -73,7 +73,14 @@ export function gatherDecisions(calls: DecisionCall[], group: ProcessGroup): Dec
   const W = group.worldSize;
   const out = calls.map((c) => {
     const rows = c.rows * W;
-    return { ...c, rows, free: new Int32Array(rows * c.k), used: new Int32Array(rows * c.k), usedScores: new Float32Array(rows * c.k), topScores: new Float32Array(rows * (c.k + 1)) };
+    return {
+      ...c,
+      rows,
+      free: new Int32Array(rows * c.k),
+      used: new Int32Array(rows * c.k),
+      usedScores: new Float32Array(rows * c.k),
+      topScores: new Float32Array(rows * (c.k + 1)),
+    };
   });
   for (let r = 0; r < W; r++) {
     let offset = r * local.length;
@@ -173,7 +180,9 @@ export function formatDecisions(d: StepDecisions | undefined): string {
  * The verdict on the decisions of all steps: how many differ beyond their bound (failures),
  * the largest margin among them and the smallest bound, and how many switched within it.
  */
-export function decisionVerdict(steps: Array<StepDecisions | undefined>): { kind: string; beyond: number; largest: number; bound: number; within: number } | undefined {
+export function decisionVerdict(
+  steps: Array<StepDecisions | undefined>,
+): { kind: string; beyond: number; largest: number; bound: number; within: number } | undefined {
   const all = steps.filter((d): d is StepDecisions => d !== undefined && d.matched);
   if (all.length === 0) return undefined;
   const verdict = { kind: all[0]!.kind, beyond: 0, largest: 0, bound: Infinity, within: 0 };
