@@ -310,7 +310,7 @@ function verdictLine(result: VerifyResult): string {
   const verdict = decisionVerdict(result.steps.map((s) => s.decisions));
   if (verdict && verdict.beyond > 0) {
     const e = (x: number) => x.toExponential(1);
-    return `FAILED: ${verdict.beyond} ${verdict.kind} decision(s) differ by up to ${e(verdict.largest)}, beyond round-off ${e(verdict.bound)} (${worst})`;
+    return `FAILED: ${worst}: ${verdict.beyond} ${verdict.kind} decision(s) differ by up to ${e(verdict.largest)}, beyond round-off ${e(verdict.bound)}`;
   }
   const switched = verdict?.within ? `; ${verdict.within} ${verdict.kind} decision(s) switched within round-off (replayed)` : '';
   return `${result.passed ? 'PASSED' : 'FAILED'}: ${worst}${switched}`;
