@@ -1,6 +1,6 @@
 /**
  * The discrete choices a method makes in a training step (the nearest neighbours in a support
- * set, top-k or top-1 by score), made in one place so that `ssl-train verify` can record and
+ * set, a k-means assignment: top-k or top-1 by score), made in one place so that `ssl-train verify` can record and
  * replay them (docs/distributed.md, "Decisions"). In training no recorder is attached and a
  * choice is the plain `topk`/`argMax` on the device: nothing is read back, nothing waits.
  */
@@ -13,6 +13,8 @@ import { tf, type Tensor, type Tensor2D } from '../core/tf.js';
 export interface DecisionCall {
   /** What chose (e.g. `nearest-neighbour`), for reports. */
   kind: string;
+  /** Whether the rows are the step's batch samples in its order (a support-set lookup), not rows of a bank indexed by sample (k-means). */
+  batchRows: boolean;
   rows: number;
   k: number;
   /** `[rows, k]` the entries the scores pick (best first): this run's own decisions. */
@@ -28,6 +30,7 @@ export interface DecisionCall {
 /** A call's device results until the step ends (read back asynchronously by {@link DecisionRecorder.takeStep}). */
 interface PendingCall {
   kind: string;
+  batchRows: boolean;
   rows: number;
   k: number;
   free: Tensor;
@@ -55,9 +58,10 @@ export class DecisionRecorder {
 
   /**
    * The `k` best entries of each row of `scores` `[rows, K]` (best first; `[rows, k]` int32),
-   * or the replayed ones; records both with their scores. Call it off the gradient tape.
+   * or the replayed ones; records both with their scores. `batchRows`: the rows are the step's
+   * batch samples (see {@link DecisionCall}). Call it off the gradient tape.
    */
-  choose(kind: string, scores: Tensor2D, k: number): Tensor2D {
+  choose(kind: string, scores: Tensor2D, k: number, batchRows = true): Tensor2D {
     const [rows, entries] = scores.shape;
     const call = this.pending.length;
     const forced = this.replay?.[call];
@@ -69,7 +73,7 @@ export class DecisionRecorder {
     const used = matches ? tf.tensor2d(forced.used, [rows, k], 'int32') : free;
     const at = tf.stack([tf.tile(tf.reshape(tf.range(0, rows, 1, 'int32'), [rows, 1]), [1, k]), used], 2);
     const usedScores = tf.gatherND(scores, at);
-    this.pending.push({ kind, rows, k, free: tf.keep(free), topScores: tf.keep(topScores), used: tf.keep(used), usedScores: tf.keep(usedScores) });
+    this.pending.push({ kind, batchRows, rows, k, free: tf.keep(free), topScores: tf.keep(topScores), used: tf.keep(used), usedScores: tf.keep(usedScores) });
     tf.dispose([top.indices, at, ...(topScores === top.values ? [] : [top.values])]);
     return tf.clone(used) as Tensor2D;
   }
@@ -89,6 +93,7 @@ export class DecisionRecorder {
       return await Promise.all(
         pending.map(async (p) => ({
           kind: p.kind,
+          batchRows: p.batchRows,
           rows: p.rows,
           k: p.k,
           free: Int32Array.from(await p.free.data<'int32'>()),

@@ -9,6 +9,7 @@
  */
 import type { ProcessGroup } from '../core/process-group.js';
 import type { BaseMethod } from '../methods/base.js';
+import { ClusterMemory } from '../methods/cluster-memory.js';
 import { DecisionRecorder, type DecisionCall } from '../methods/decisions.js';
 import { roundoffBound } from './roundoff.js';
 
@@ -51,59 +52,81 @@ export interface StepDecisions {
   matched: boolean;
 }
 
-/** A new recorder attached to every choosing module of `method` (its queues). */
+/** A new recorder attached to every choosing module of `method` (its support sets' lookups, its k-means). */
 export function attachRecorder(method: BaseMethod): DecisionRecorder {
   const recorder = new DecisionRecorder();
   for (const [, queue] of method.queues()) queue.decisions = recorder;
+  for (const [, memory] of method.memoryModules()) if (memory instanceof ClusterMemory) memory.decisions = recorder;
   return recorder;
 }
 
 /**
  * The W-rank run's calls of a step with every rank's rows, in rank order (so in global-batch
- * order), on every rank: one all-gather of all calls (every rank makes the same calls with its
- * local batch). Entries travel as float32, exact below 2^24.
+ * order, and a k-means E step's shards in bank order), on every rank. Every rank makes the same
+ * calls, a lookup with its local batch, an E step with its shard (whose sizes may differ by
+ * one): one all-gather of the row counts, then one of all calls, padded to the longest rank.
+ * Entries travel as float32, exact below 2^24.
  */
 export function gatherDecisions(calls: DecisionCall[], group: ProcessGroup): DecisionCall[] {
-  if (group.worldSize === 1 || calls.length === 0) return calls;
-  const parts = (c: DecisionCall) => [c.free, c.used, c.usedScores, c.topScores] as const;
-  const local = new Float32Array(calls.reduce((n, c) => n + c.rows * (4 * c.k + 1), 0));
-  let at = 0;
-  for (const c of calls) for (const p of parts(c)) for (const v of p) local[at++] = v;
-  const gathered = group.allGather(local);
   const W = group.worldSize;
-  const out = calls.map((c) => {
-    const rows = c.rows * W;
+  if (W === 1 || calls.length === 0) return calls;
+  const counts = group.allGather(Float32Array.from(calls, (c) => c.rows));
+  const rowsOf = (r: number, i: number) => counts[r * calls.length + i]!;
+  const widths = (c: DecisionCall) => [c.k, c.k, c.k, c.k + 1];
+  const length = (r: number) => calls.reduce((n, c, i) => n + rowsOf(r, i) * (4 * c.k + 1), 0);
+  const longest = Math.max(...Array.from({ length: W }, (_, r) => length(r)));
+  const local = new Float32Array(longest);
+  let at = 0;
+  for (const c of calls) for (const part of [c.free, c.used, c.usedScores, c.topScores]) for (const v of part) local[at++] = v;
+  const gathered = group.allGather(local);
+  const out = calls.map((c, i) => {
+    const rows = Array.from({ length: W }, (_, r) => rowsOf(r, i)).reduce((a, b) => a + b, 0);
+    const parts = widths(c).map((w, j) => (j < 2 ? new Int32Array(rows * w) : new Float32Array(rows * w)));
     return {
-      ...c,
-      rows,
-      free: new Int32Array(rows * c.k),
-      used: new Int32Array(rows * c.k),
-      usedScores: new Float32Array(rows * c.k),
-      topScores: new Float32Array(rows * (c.k + 1)),
+      call: {
+        ...c,
+        rows,
+        free: parts[0] as Int32Array,
+        used: parts[1] as Int32Array,
+        usedScores: parts[2] as Float32Array,
+        topScores: parts[3] as Float32Array,
+      },
+      parts,
     };
   });
+  const filled = calls.map(() => [0, 0, 0, 0]);
   for (let r = 0; r < W; r++) {
-    let offset = r * local.length;
+    let offset = r * longest;
     calls.forEach((c, i) => {
-      for (const [j, target] of parts(out[i]!).entries()) {
-        const width = j === 3 ? c.k + 1 : c.k;
-        target.set(gathered.subarray(offset, offset + c.rows * width), r * c.rows * width);
-        offset += c.rows * width;
-      }
+      widths(c).forEach((w, j) => {
+        const n = rowsOf(r, i) * w;
+        out[i]!.parts[j]!.set(gathered.subarray(offset, offset + n), filled[i]![j]!);
+        filled[i]![j]! += n;
+        offset += n;
+      });
     });
   }
-  return out;
+  return out.map((o) => o.call);
+}
+
+/** The sample order of each batch call (`orders[m]` for the calls of micro-batch m, the batch calls split evenly); none for bank rows. */
+function callOrders(calls: DecisionCall[], orders: Int32Array[]): Array<Int32Array | undefined> {
+  const batchCalls = calls.filter((c) => c.batchRows).length;
+  const perBatch = batchCalls / Math.max(orders.length, 1);
+  let seen = 0;
+  return calls.map((c) => (c.batchRows ? orders[Math.floor(seen++ / perBatch)] : undefined));
 }
 
 /**
  * What a one-process run replays of the W-rank run's calls `ranks`: their choices, with rows
  * in the run's sample order (`orders`: per micro-batch, row i of the run is row `order[i]` of
- * the global batch; none for the reference). The calls split evenly over the micro-batches.
+ * the global batch; none for the reference). The batch calls split evenly over the
+ * micro-batches; a k-means call's rows are the bank's, the same in every run.
  */
 export function replayOf(ranks: DecisionCall[], orders?: Int32Array[]): Array<{ used: Int32Array; rows: number; k: number }> {
-  const perBatch = orders ? ranks.length / orders.length : 0;
+  const ordered = orders ? callOrders(ranks, orders) : [];
   return ranks.map((c, i) => {
-    const order = orders?.[Math.floor(i / perBatch)];
+    const order = ordered[i];
     if (!order || order.length !== c.rows) return { used: c.used, rows: c.rows, k: c.k };
     const used = new Int32Array(c.used.length);
     order.forEach((from, row) => used.set(c.used.subarray(from * c.k, (from + 1) * c.k), row * c.k));
@@ -137,13 +160,14 @@ export function compareDecisions(
   if (!matched || !sameCalls(ranks, reference) || twins.some((t) => !sameCalls(t.calls, reference))) return { ...none, matched: false };
   let roundoff = 0;
   for (const { calls, orders } of twins) {
-    const perBatch = calls.length / orders.length;
+    const ordered = callOrders(calls, orders);
     calls.forEach((c, i) => {
-      const order = orders[Math.floor(i / perBatch)]!;
+      const order = ordered[i];
       const ref = reference[i]!;
       for (let row = 0; row < c.rows; row++) {
+        const refRow = order ? order[row]! : row;
         for (let p = 0; p < c.k; p++) {
-          roundoff = Math.max(roundoff, Math.abs(c.usedScores[row * c.k + p]! - ref.usedScores[order[row]! * c.k + p]!));
+          roundoff = Math.max(roundoff, Math.abs(c.usedScores[row * c.k + p]! - ref.usedScores[refRow * c.k + p]!));
         }
       }
     });

@@ -12,6 +12,7 @@ import { initEngine } from '../../src/core/engine.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor, type Tensor2D } from '../../src/core/tf.js';
 import { nnclrLoss } from '../../src/losses/index.js';
+import { sphericalKMeans } from '../../src/losses/kmeans.js';
 import { DecisionRecorder, type DecisionCall } from '../../src/methods/decisions.js';
 import type { BaseMethod } from '../../src/methods/base.js';
 import { FeatureQueue } from '../../src/methods/queue.js';
@@ -104,6 +105,32 @@ describe('verify: decisions', () => {
       for (const m of [idle, recording, replaying]) m.dispose();
     });
   }
+
+  it('k-means: recording its E steps leaves the clustering as it was; replaying another assignment moves the centroids to it', async () => {
+    const rng = new Rng(3);
+    const [n, dim, k] = [12, 3, 2];
+    const rows = Float32Array.from(rng.normalArray(n * dim));
+    const initial = rows.slice(0, k * dim);
+    const plain = sphericalKMeans(rows, dim, initial, 2);
+    const recorder = new DecisionRecorder();
+    const assignWith = (scores: Tensor2D) => tf.reshape(recorder.choose('k-means', scores, 1, false), [-1]) as tf.Tensor1D;
+    const recorded = sphericalKMeans(rows, dim, initial, 2, undefined, assignWith);
+    assert.deepEqual(recorded, plain);
+    const calls = await recorder.takeStep();
+    assert.equal(calls.length, 3, 'an E step per iteration and the last');
+    assert.deepEqual(calls.at(-1)!.free, plain.assignments);
+    // Replay every row into cluster 0: the centroid becomes the normalised mean of all rows.
+    const forced = calls.map((c) => ({ ...c, used: new Int32Array(n), free: new Int32Array(n) }));
+    recorder.replayNext(forced.map((c) => ({ used: c.used, rows: c.rows, k: c.k })));
+    const replayed = sphericalKMeans(rows, dim, initial, 2, undefined, assignWith);
+    assert.deepEqual([...replayed.assignments], new Array(n).fill(0));
+    const mean = [0, 1, 2].map((d) => rows.filter((_, i) => i % dim === d).reduce((a, b) => a + b, 0) / n);
+    const norm = Math.hypot(...mean);
+    mean.forEach((m, d) => assert.ok(Math.abs(replayed.centroids[d]! - m / norm) < 1e-6, `centroid 0, ${d}`));
+    assert.equal(recorder.unmatched, false);
+    const replayedCalls = await recorder.takeStep();
+    assert.ok(replayedCalls.every((c) => !c.batchRows && c.kind === 'k-means'));
+  });
 
   it("a near-tie switch: the reference replaying the W-rank run's neighbour gets its loss; its own choice would not; the switch is within round-off", async () => {
     // Rows a and b score 0.6 against the query (b 4 float32 ulps lower) but lie far apart.
