@@ -1,10 +1,13 @@
 /**
- * `npm run bench:verify-zoo`: `ssl-train verify --method M --devices W` with all other
- * defaults (tiny_resnet, batch 256 or the largest multiple of W below it, 3 steps), for
- * every registered method (or `--methods a,b`) and W in `--devices` (default 2,3), one after
- * the other. Writes bench-results/verify-zoo.json: per run the outcome, the worst
- * difference-to-bound ratio, the largest ratio of the queue column (queue methods) and the
- * wall time, with the CPU it ran on. Exits 1 if any run failed.
+ * `npm run bench:verify-zoo`: `ssl-train verify --method M --devices W --seed S` with all other
+ * defaults (tiny_resnet, batch 256 or the largest multiple of W below it, 3 steps), for every
+ * registered method (or `--methods a,b`), W in `--devices` (default 2,3) and S in `--seeds`
+ * (default 0), one after the other. Writes bench-results/<--report, default verify-zoo>.json
+ * after every run (a long measurement keeps what it finished): per run the outcome, the worst
+ * difference-to-bound ratio, the largest ratio of the queue column (queue methods), the
+ * decisions that switched within round-off and those beyond it (methods with decisions) and the
+ * wall time; per method and W the worst ratio over the seeds and the seeds that failed; the CPU
+ * it ran on. Exits 1 if any run failed.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -18,14 +21,28 @@ const CLI = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
 interface VerifyRun {
   method: string;
   devices: number;
+  seed: number;
   passed: boolean;
   /** The worst difference / bound over steps and kinds (passes at <= 1). */
   worst: number | null;
   /** The worst queue difference / bound, for methods with queues. */
   worstQueue: number | null;
+  /** Decisions (nearest neighbours) that switched within round-off, summed over steps, for methods with decisions. */
+  switched: number | null;
+  /** Decisions that differed beyond round-off (a failure). */
+  decisionFailures: number;
   seconds: number;
   /** The last lines of the output when the run did not pass. */
   output?: string;
+}
+
+/** Per method and world size: the worst ratio over the seeds measured, and the seeds that failed. */
+interface SeedsRow {
+  method: string;
+  devices: number;
+  seeds: number[];
+  worst: number | null;
+  failedSeeds: number[];
 }
 
 /** The largest `difference / bound` of the queues column (the 4th `a / b` cell of each step line). */
@@ -39,35 +56,67 @@ function worstQueueRatio(stdout: string): number | null {
   return worst;
 }
 
+/** The decisions that differed, summed over the step lines' `k differ` cells (null without a decisions column). */
+function switchedDecisions(stdout: string): number | null {
+  if (!/ decisions /.test(stdout)) return null;
+  let n = 0;
+  for (const line of stdout.split('\n')) if (/^\d+\s/.test(line)) n += Number(/ (\d+) differ/.exec(line)?.[1] ?? 0);
+  return n;
+}
+
+function seedsTable(runs: VerifyRun[]): SeedsRow[] {
+  const rows = new Map<string, SeedsRow>();
+  for (const r of runs) {
+    const key = `${r.method}:${r.devices}`;
+    const row = rows.get(key) ?? { method: r.method, devices: r.devices, seeds: [], worst: 0, failedSeeds: [] };
+    row.seeds.push(r.seed);
+    row.worst = row.worst === null || r.worst === null ? null : Math.max(row.worst, r.worst);
+    if (!r.passed) row.failedSeeds.push(r.seed);
+    rows.set(key, row);
+  }
+  return [...rows.values()];
+}
+
 function main(): void {
   const methods = flag('methods', BUILT_IN_METHODS.join(',')).split(',').filter(Boolean);
   const devices = flag('devices', '2,3').split(',').map(Number);
-  const runs: VerifyRun[] = [];
-  for (const method of methods) {
-    for (const w of devices) {
-      const start = Date.now();
-      const r = spawnSync(process.execPath, [CLI, 'verify', '--method', method, '--devices', String(w)], { encoding: 'utf8', timeout: 1_800_000 });
-      const seconds = (Date.now() - start) / 1000;
-      const worst = /the worst difference is ([0-9.]+|Infinity) of its bound/.exec(r.stdout ?? '');
-      const run: VerifyRun = {
-        method,
-        devices: w,
-        passed: r.status === 0 && /PASSED/.test(r.stdout ?? ''),
-        worst: worst ? Number(worst[1]) : null,
-        worstQueue: worstQueueRatio(r.stdout ?? ''),
-        seconds: Math.round(seconds),
-      };
-      if (!run.passed) run.output = `${r.stdout ?? ''}${r.stderr ?? ''}`.split('\n').slice(-15).join('\n');
-      runs.push(run);
-      process.stderr.write(
-        `${method} --devices ${w}: ${run.passed ? 'PASSED' : 'FAILED'} worst ${run.worst ?? '?'}${run.worstQueue !== null ? `, queues ${run.worstQueue.toFixed(2)}` : ''} (${run.seconds} s)\n`,
-      );
-    }
-  }
+  const seeds = flag('seeds', '0').split(',').map(Number);
+  const report = flag('report', 'verify-zoo');
+  if (seeds.some((s) => !Number.isInteger(s) || s < 0)) throw new Error(`--seeds: expected integers >= 0 separated by commas, got ${flag('seeds', '')}`);
   const flags = readFileSync('/proc/cpuinfo', 'utf8');
   const isa = /\bamx_tile\b/.test(flags) ? 'AMX' : /\bavx512f\b/.test(flags) ? 'AVX-512' : 'AVX2';
   const cpu = `${cpus()[0]?.model.trim()} (${isa}, ${cpus().length} cores), ONEDNN_MAX_CPU_ISA=${process.env.ONEDNN_MAX_CPU_ISA ?? 'unset'}`;
-  writeReport('verify-zoo', { cpu, runs, passed: runs.every((r) => r.passed) });
+  const runs: VerifyRun[] = [];
+  for (const method of methods) {
+    for (const w of devices) {
+      for (const seed of seeds) {
+        const start = Date.now();
+        const args = [CLI, 'verify', '--method', method, '--devices', String(w), '--seed', String(seed)];
+        const r = spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 1_800_000 });
+        const seconds = (Date.now() - start) / 1000;
+        const stdout = r.stdout ?? '';
+        const worst = /the worst difference is ([0-9.]+|Infinity) of its bound/.exec(stdout);
+        const run: VerifyRun = {
+          method,
+          devices: w,
+          seed,
+          passed: r.status === 0 && /PASSED/.test(stdout),
+          worst: worst ? Number(worst[1]) : null,
+          worstQueue: worstQueueRatio(stdout),
+          switched: switchedDecisions(stdout),
+          decisionFailures: Number(/of its bound: (\d+) \S+ decision\(s\) differ/.exec(stdout)?.[1] ?? 0),
+          seconds: Math.round(seconds),
+        };
+        if (!run.passed) run.output = `${stdout}${r.stderr ?? ''}`.split('\n').slice(-15).join('\n');
+        runs.push(run);
+        process.stderr.write(
+          `${method} --devices ${w} --seed ${seed}: ${run.passed ? 'PASSED' : 'FAILED'} worst ${run.worst ?? '?'}` +
+            `${run.worstQueue !== null ? `, queues ${run.worstQueue.toFixed(2)}` : ''}${run.switched !== null ? `, ${run.switched} decision(s) switched` : ''} (${run.seconds} s)\n`,
+        );
+        writeReport(report, { cpu, seedsTable: seedsTable(runs), runs, passed: runs.every((x) => x.passed) });
+      }
+    }
+  }
   if (!runs.every((r) => r.passed)) process.exitCode = 1;
 }
 

@@ -5,7 +5,13 @@
  */
 import { invalidValue } from '../core/errors.js';
 import type { ProcessGroup } from '../core/process-group.js';
-import { tf } from '../core/tf.js';
+import { tf, type Tensor1D, type Tensor2D } from '../core/tf.js';
+
+/**
+ * Makes an E step's assignment from its scores `[m, K]` instead of `argMax`: `[m]` int32
+ * (verify records and replays k-means assignments through it: src/methods/decisions.ts).
+ */
+export type AssignFn = (scores: Tensor2D) => Tensor1D;
 import { batchLayout, gatherConstantRows, sumValuesOverRanksExact, type BatchLayout } from './global-batch.js';
 
 /** What {@link sphericalKMeans} returns. */
@@ -34,7 +40,14 @@ const SCORE_BLOCK = 1024;
  * rounded to), while a per-rank k-means (solo-learn without the all-reduce) would cluster
  * each rank's rows apart. Collectives: `iterations + 1`, the same on every rank.
  */
-export function sphericalKMeans(rows: Float32Array, dim: number, initial: Float32Array, iterations: number, group?: ProcessGroup): KMeansResult {
+export function sphericalKMeans(
+  rows: Float32Array,
+  dim: number,
+  initial: Float32Array,
+  iterations: number,
+  group?: ProcessGroup,
+  assignWith?: AssignFn,
+): KMeansResult {
   if (!(Number.isInteger(dim) && dim >= 1) || rows.length % dim !== 0)
     throw invalidValue('dim', dim, `an integer >= 1 that divides the ${rows.length} row values`);
   if (initial.length === 0 || initial.length % dim !== 0) throw invalidValue('initial', `${initial.length} values`, `K >= 1 centroids of ${dim} values`);
@@ -45,7 +58,7 @@ export function sphericalKMeans(rows: Float32Array, dim: number, initial: Float3
   const [start, end] = shardOf(n, layout);
   const shard = rows.subarray(start * dim, end * dim);
   let centroids: Float32Array = Float32Array.from(initial);
-  let local = assign(shard, dim, centroids);
+  let local = assign(shard, dim, centroids, assignWith);
   for (let it = 0; it < iterations; it++) {
     // Sums [K, D] then counts [K], in float64, summed over ranks.
     const totals = new Float64Array(k * dim + k);
@@ -55,7 +68,7 @@ export function sphericalKMeans(rows: Float32Array, dim: number, initial: Float3
       totals[k * dim + c] = totals[k * dim + c]! + 1;
     }
     centroids = updateCentroids(sumValuesOverRanksExact(totals, layout), centroids, k, dim);
-    local = assign(shard, dim, centroids);
+    local = assign(shard, dim, centroids, assignWith);
   }
   return { assignments: gatherShards(local, n, layout), centroids };
 }
@@ -66,17 +79,23 @@ function shardOf(n: number, layout: BatchLayout): [number, number] {
   return [Math.floor((rank * n) / worldSize), Math.floor(((rank + 1) * n) / worldSize)];
 }
 
-/** `[m]` the centroid of largest inner product for each row of `rows` `[m, D]` (the first on ties). */
-function assign(rows: Float32Array, dim: number, centroids: Float32Array): Int32Array {
+/**
+ * `[m]` the centroid of largest inner product for each row of `rows` `[m, D]` (the first on
+ * ties). With `assignWith` (verify), the assignment is its choice, all m rows in one call (one
+ * E step, one call: the shards' calls then line up with one process's).
+ */
+function assign(rows: Float32Array, dim: number, centroids: Float32Array, assignWith?: AssignFn): Int32Array {
   const m = rows.length / dim;
   const out = new Int32Array(m);
   if (m === 0) return out;
+  const block = assignWith ? m : SCORE_BLOCK;
   tf.tidy(() => {
     const c = tf.tensor2d(centroids, [centroids.length / dim, dim]);
-    for (let s = 0; s < m; s += SCORE_BLOCK) {
-      const size = Math.min(SCORE_BLOCK, m - s);
-      const block = tf.tensor2d(rows.subarray(s * dim, (s + size) * dim), [size, dim]);
-      out.set(tf.argMax(tf.matMul(block, c, false, true), 1).dataSync() as Int32Array, s);
+    for (let s = 0; s < m; s += block) {
+      const size = Math.min(block, m - s);
+      const scores = tf.matMul(tf.tensor2d(rows.subarray(s * dim, (s + size) * dim), [size, dim]), c, false, true) as Tensor2D;
+      const chosen = assignWith ? assignWith(scores) : tf.argMax(scores, 1);
+      out.set(chosen.dataSync() as Int32Array, s);
     }
   });
   return out;

@@ -6,6 +6,7 @@ import type { ProcessGroup } from '../core/process-group.js';
 import { tf, type Tensor, type Tensor1D, type Tensor2D, type Variable } from '../core/tf.js';
 import { batchLayout, gatherConstantRows, gatherIntsOverRanks } from '../losses/global-batch.js';
 import { sphericalKMeans } from '../losses/kmeans.js';
+import type { DecisionRecorder } from './decisions.js';
 
 /** The shape of a {@link ClusterMemory}. */
 export interface ClusterMemoryOptions {
@@ -52,6 +53,8 @@ export class ClusterMemory extends Module {
   /** Key of the k-means initialisations: (key, epoch, head). */
   private readonly seed: number;
   private pending: Array<{ rows: Tensor2D[]; indices: Int32Array }> = [];
+  /** Where k-means makes its assignments when set (`verify` records and replays them: src/methods/decisions.ts). */
+  decisions: DecisionRecorder | undefined;
 
   constructor(options: ClusterMemoryOptions) {
     super();
@@ -146,7 +149,9 @@ export class ClusterMemory extends Module {
       const draws = Rng.keyed(this.seed, epoch, h).permutation(samples.length).subarray(0, k);
       const initial = new Float32Array(k * dim);
       draws.forEach((row, c) => initial.set(rows.subarray(row * dim, (row + 1) * dim), c * dim));
-      const result = sphericalKMeans(rows, dim, initial, iterations, group);
+      const decisions = this.decisions;
+      const assignWith = decisions && ((scores: Tensor2D) => tf.reshape(decisions.choose('k-means', scores, 1, false), [-1]) as Tensor1D);
+      const result = sphericalKMeans(rows, dim, initial, iterations, group, assignWith);
       samples.forEach((sample, i) => (assignments[h * n + sample] = result.assignments[i]!));
       prototypes.set(result.centroids, h * k * dim);
     }

@@ -4,6 +4,10 @@ import { detach, l2NormalizeRows } from '../core/ops.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Tensor, type Tensor1D, type Tensor2D, type Variable } from '../core/tf.js';
 import { batchLayout, gatherConstantRows } from '../losses/global-batch.js';
+import type { DecisionRecorder } from './decisions.js';
+
+/** The kind of choice {@link FeatureQueue.nearest} and {@link FeatureQueue.nearestK} make (as `verify` reports it). */
+const NEAREST_NEIGHBOUR = 'nearest-neighbour';
 
 /** Options of a {@link FeatureQueue}. */
 export interface FeatureQueueOptions {
@@ -52,6 +56,12 @@ export class FeatureQueue extends Module {
   private pending: Array<{ rows: Tensor2D[]; labels?: Tensor1D }> = [];
   /** The blocks the last {@link flush} wrote, in order. */
   lastWrites: QueueWrite[] = [];
+  /**
+   * Where {@link nearest} and {@link nearestK} make their choices when set (`verify` records
+   * and replays them: src/methods/decisions.ts); unset in training, where a choice is a plain
+   * `argMax`/`topk` on the device.
+   */
+  decisions: DecisionRecorder | undefined;
 
   constructor(size: number, dim: number, options: FeatureQueueOptions) {
     super();
@@ -143,7 +153,12 @@ export class FeatureQueue extends Module {
    */
   nearest(z: Tensor2D, view = 0): { index: Tensor1D; rows: Tensor2D } {
     const bank = this.rows(view);
-    const index = withoutGradientTape(() => tf.tidy(() => tf.argMax(tf.matMul(z, bank, false, true), 1) as Tensor1D));
+    const index = withoutGradientTape(() =>
+      tf.tidy(() => {
+        const scores = tf.matMul(z, bank, false, true) as Tensor2D;
+        return (this.decisions ? tf.reshape(this.decisions.choose(NEAREST_NEIGHBOUR, scores, 1), [-1]) : tf.argMax(scores, 1)) as Tensor1D;
+      }),
+    );
     const lookup = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
       const input = args[0] as Tensor;
       return { value: tf.gather(bank, index), gradFunc: () => tf.zerosLike(input) };
@@ -161,7 +176,12 @@ export class FeatureQueue extends Module {
   nearestK(z: Tensor2D, k: number, view = 0): { index: tf.Tensor2D; rows: tf.Tensor3D } {
     if (!(Number.isInteger(k) && k >= 1 && k <= this.size)) throw new Error(`FeatureQueue.nearestK: k must be an integer in [1, ${this.size}], got ${k}`);
     const bank = this.rows(view);
-    const index = withoutGradientTape(() => tf.tidy(() => tf.topk(tf.matMul(z, bank, false, true), k).indices as tf.Tensor2D));
+    const index = withoutGradientTape(() =>
+      tf.tidy(() => {
+        const scores = tf.matMul(z, bank, false, true) as Tensor2D;
+        return this.decisions ? this.decisions.choose(NEAREST_NEIGHBOUR, scores, k) : (tf.topk(scores, k).indices as tf.Tensor2D);
+      }),
+    );
     const lookup = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
       const input = args[0] as Tensor;
       return { value: tf.gather(bank, index), gradFunc: () => tf.zerosLike(input) };

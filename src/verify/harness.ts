@@ -30,6 +30,7 @@ import {
   type TaskRun,
 } from './steps.js';
 import { writeNpy } from '../core/npy.js';
+import { attachRecorder, compareDecisions, decisionVerdict, formatDecisions, gatherDecisions, replayOf, type StepDecisions } from './decisions.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -53,12 +54,14 @@ export interface VerifyStep {
   parametersBound: number;
   /** The queues' and memory banks' state (rows, labels, pointer, assignments, prototypes; relative to how far the steps moved it), for methods with such state. */
   queues?: { value: number; bound: number; tensor: string };
+  /** The step's discrete decisions (nearest neighbours), for methods that make them: see src/verify/decisions.ts. */
+  decisions?: StepDecisions;
 }
 
 export interface VerifyResult {
   worldSize: number;
   steps: VerifyStep[];
-  /** Largest difference-to-bound ratio over all steps and kinds (passes at <= 1). */
+  /** Largest difference-to-bound ratio over all steps and kinds, a differing decision's margin to its bound included (passes at <= 1). */
   worst: number;
   tolerance: number;
   roundoffFactor: number;
@@ -150,6 +153,10 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
 
   const reference = group.rank === 0 ? oneProcessRun() : undefined;
   const twins = reference ? Array.from({ length: ROUNDOFF_TWINS }, oneProcessRun) : [];
+  // Every run records its decisions; the one-process runs replay the W-rank run's (src/verify/decisions.ts).
+  const [ddpDecisions, refDecisions, ...twinDecisions] = [distributed, ...(reference ? [reference.method] : []), ...twins.map((t) => t.method)].map(
+    attachRecorder,
+  );
   const referenceLoader = reference ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
   const perEpoch = ddpLoader.numBatches();
   const accumulate = config.accumulateGradBatches;
@@ -162,17 +169,27 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
     for (let s = 0; s < steps; s++) {
       const atStart = stepStart(s, accumulate, perEpoch, steps);
       const ddpOut = await step(ddpRun, await stepBatches(ddpLoader, s, accumulate, perEpoch), atStart);
-      if (!reference || !referenceLoader) continue;
+      const ranksCalls = gatherDecisions(await ddpDecisions!.takeStep(), group);
+      if (!reference || !referenceLoader || !refDecisions) continue;
       const batches = await stepBatches(referenceLoader, s, accumulate, perEpoch);
       const withState = async (r: OneProcessRun, out: StepResult) => ({ ...out, state: await stateArrays(r.method) });
+      refDecisions.replayNext(replayOf(ranksCalls));
       const refOut = await withState(reference, await step(reference, batches, atStart));
+      let matched = !refDecisions.unmatched;
+      const refCalls = await refDecisions.takeStep();
       const twinOuts: Array<Awaited<ReturnType<typeof withState>>> = [];
+      const twinCalls: Array<{ calls: Awaited<ReturnType<typeof refDecisions.takeStep>>; orders: Int32Array[] }> = [];
       for (const [t, twin] of twins.entries()) {
         const key = (j: number) => twinKey(s, t, j, ROUNDOFF_TWINS, accumulate);
-        twinOuts.push(await withState(twin, await twinStep(twin, twin.method, batches, atStart, key)));
+        let orders: Int32Array[] = [];
+        const replay = (o: Int32Array[]) => twinDecisions[t]!.replayNext(replayOf(ranksCalls, (orders = o)));
+        twinOuts.push(await withState(twin, await twinStep(twin, twin.method, batches, atStart, key, replay)));
+        matched &&= !twinDecisions[t]!.unmatched;
+        twinCalls.push({ calls: await twinDecisions[t]!.takeStep(), orders });
       }
+      const decisions = compareDecisions(ranksCalls, refCalls, twinCalls, roundoffFactor, tolerance, matched);
       const ranksAfter = await stateArrays(distributed);
-      if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method);
+      if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method, decisions);
       const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
       const split = (state: StateArrays) => splitQueues(reference.method, state);
       const [refState, startState, ranksState] = [split(refOut.state), split(initialState), split(ranksAfter)];
@@ -196,12 +213,14 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         gradientsBound: roundoffBound(gradientsRoundoff, roundoffFactor, tolerance),
         parametersBound: roundoffBound(parametersRoundoff, roundoffFactor, tolerance),
         queues: queues && { value: queues.value, bound: roundoffBound(queuesRoundoff, roundoffFactor, tolerance), tensor: queues.tensor },
+        decisions,
       });
       before = { one: refOut.state, ranks: ranksAfter };
     }
   } finally {
     await ddpLoader.close();
     await referenceLoader?.close();
+    for (const d of [ddpDecisions, refDecisions, ...twinDecisions]) d?.dispose();
     for (const r of [reference, ...twins]) {
       r?.optimizer.dispose();
       r?.method.dispose();
@@ -218,6 +237,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         boundRatio(r.gradients, r.gradientsBound),
         boundRatio(r.parameters, r.parametersBound),
         r.queues ? boundRatio(r.queues.value, r.queues.bound) : 0,
+        r.decisions?.differ ? boundRatio(r.decisions.largestMargin, r.decisions.bound) : 0,
       ),
     ),
   );
@@ -228,7 +248,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
  * Writes a step's inputs and results as `.npy` files under `dir` (for an independent float64
  * recomputation, e.g. scripts/verify_roundoff_torch.py): `init/<name>.npy` and
  * `init-W/<name>.npy` (the one-process and the W-rank state before the step), `view<v>.npy` `[N, H, W, C]`, `labels.npy` `[N]`, `grads-1/<name>.npy`
- * (one process) and `grads-W/<name>.npy` (W ranks), and `losses.json`.
+ * (one process) and `grads-W/<name>.npy` (W ranks), `losses.json`, and `decisions.json` (the step's {@link StepDecisions}) for methods that make decisions.
  */
 function dumpStep(
   dir: string,
@@ -237,6 +257,7 @@ function dumpStep(
   reference: StepResult,
   distributed: StepResult,
   method: BaseMethod,
+  decisions: StepDecisions | undefined,
 ): void {
   const shapes = Object.fromEntries(Object.entries(method.stateDict()).map(([name, t]) => [name, t.shape]));
   for (const sub of ['init', 'init-W', 'grads-1', 'grads-W']) mkdirSync(join(dir, sub), { recursive: true });
@@ -248,6 +269,9 @@ function dumpStep(
   for (const [name, g] of Object.entries(distributed.grads)) writeNpy(join(dir, 'grads-W', `${name}.npy`), g, shapes[name]!);
   const losses = join(dir, 'losses.json');
   atPath(losses, 'writing', () => writeFileSync(losses, `${JSON.stringify({ oneProcess: reference.loss, ranks: distributed.loss })}\n`));
+  if (!decisions) return;
+  const file = join(dir, 'decisions.json');
+  atPath(file, 'writing', () => writeFileSync(file, `${JSON.stringify(decisions, null, 2)}\n`));
 }
 
 /** A readable table of a {@link VerifyResult}. */
@@ -255,18 +279,41 @@ export function formatVerifyResult(result: VerifyResult, method: string): string
   const e = (x: number) => x.toExponential(2);
   const cell = (d: number, b: number) => `${e(d)} / ${e(b)}`.padEnd(21);
   const queues = result.steps.some((s) => s.queues);
+  const decisions = result.steps.some((s) => s.decisions);
+  const decisionCell = (s: VerifyStep) => (decisions ? `${formatDecisions(s.decisions).padEnd(44)} ` : '');
   const lines = [
     `verify ${method}: ${result.worldSize} rank(s) vs one process on the same global batch`,
     `relative difference / its bound (${result.roundoffFactor} x the measured float32 round-off, at least ${e(result.tolerance)}); gradients and parameters in norm over all tensors`,
-    `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} ${'parameters'.padEnd(21)} ${queues ? `${'queues'.padEnd(21)} ` : ''}largest share (gradients; parameters${queues ? '; queues' : ''})`,
+    `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} ${'parameters'.padEnd(21)} ${queues ? `${'queues'.padEnd(21)} ` : ''}${decisions ? `${'decisions (margin / bound)'.padEnd(44)} ` : ''}largest share (gradients; parameters${queues ? '; queues' : ''})`,
     ...result.steps.map(
       (s) =>
         `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${cell(s.parameters, s.parametersBound)} ` +
-        `${s.queues ? `${cell(s.queues.value, s.queues.bound)} ` : ''}${s.gradientsTensor}; ${s.parametersTensor}${s.queues ? `; ${s.queues.tensor}` : ''}`,
+        `${s.queues ? `${cell(s.queues.value, s.queues.bound)} ` : ''}${decisionCell(s)}${s.gradientsTensor}; ${s.parametersTensor}${s.queues ? `; ${s.queues.tensor}` : ''}`,
     ),
-    `${result.passed ? 'PASSED' : 'FAILED'}: the worst difference is ${result.worst.toFixed(2)} of its bound`,
+    ...result.steps.flatMap((s) => (s.decisions?.switches.length ? [formatSwitches(s)] : [])),
+    verdictLine(result),
   ];
   return lines.join('\n');
+}
+
+/** A step's differing decisions: `step 2, nearest-neighbour switches (sample: W-rank pick / reference pick, margin): ...`. */
+function formatSwitches(s: VerifyStep): string {
+  const d = s.decisions!;
+  const listed = d.switches.map((w) => `${w.row}${w.position ? `#${w.position + 1}` : ''}: ${w.ranks} / ${w.reference}, ${w.margin.toExponential(1)}`);
+  const more = d.differ > d.switches.length ? `, ... (${d.differ} in all)` : '';
+  return `step ${s.step}, ${d.kind} switches (sample: W-rank pick / reference pick, margin): ${listed.join('; ')}${more}`;
+}
+
+/** The last line: PASSED or FAILED, a decision failure named as one. */
+function verdictLine(result: VerifyResult): string {
+  const worst = `the worst difference is ${result.worst.toFixed(2)} of its bound`;
+  const verdict = decisionVerdict(result.steps.map((s) => s.decisions));
+  if (verdict && verdict.beyond > 0) {
+    const e = (x: number) => x.toExponential(1);
+    return `FAILED: ${worst}: ${verdict.beyond} ${verdict.kind} decision(s) differ by up to ${e(verdict.largest)}, beyond round-off ${e(verdict.bound)}`;
+  }
+  const switched = verdict?.within ? `; ${verdict.within} ${verdict.kind} decision(s) switched within round-off (replayed)` : '';
+  return `${result.passed ? 'PASSED' : 'FAILED'}: ${worst}${switched}`;
 }
 
 /** `ssl-train verify --case FILE`: the loss functions against reference values, on this rank. */

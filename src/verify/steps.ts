@@ -151,8 +151,9 @@ export function twinKey(s: number, t: number, j: number, twins: number, accumula
 
 /**
  * One step of a round-off twin: `batches` (the reference's micro-batches) in the twin's sample
- * orders with every value moved by one ulp (keys {@link twinKey}), the method told of the orders,
- * and its queues' last writes put back in the reference's order afterwards.
+ * orders with every value moved by one ulp (keys {@link twinKey}), the method told of the orders
+ * (and `withOrders`, e.g. to replay decisions in that order), and its queues' last writes put
+ * back in the reference's order afterwards.
  */
 export async function twinStep(
   run: TaskRun,
@@ -160,10 +161,12 @@ export async function twinStep(
   batches: MultiViewBatch[],
   progress: Progress,
   key: (j: number) => number,
+  withOrders?: (orders: Int32Array[]) => void,
 ): Promise<StepResult> {
   const inputs = batches.map((b, j) => twinBatch(b, key(j)));
   const orders = inputs.map((i) => i.order);
   method.presentSampleOrders(orders);
+  withOrders?.(orders);
   const out = await step(
     run,
     inputs.map((i) => i.batch),
