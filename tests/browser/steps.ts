@@ -32,7 +32,7 @@ export function smallArgs(zoo: typeof Zoo, method: string): Record<string, numbe
 
 /**
  * The loss of each of `spec.steps` optimizer steps (LARS unless `spec.optimizer` says otherwise) of
- * `spec.method`, on two views of seeded normal noise, through the trainer's
+ * `spec.method`, on views of seeded normal noise (two, or the method's global crops where it takes more), through the trainer's
  * {@link Zoo.StepSequence}; the engine is whatever the caller initialised.
  */
 export async function stepLosses(zoo: typeof Zoo, spec: StepSpec): Promise<number[]> {
@@ -57,11 +57,12 @@ export async function stepLosses(zoo: typeof Zoo, spec: StepSpec): Promise<numbe
   const rng = new zoo.Rng(spec.seed + 1);
   const shape: [number, number, number, number] = [batchSize, imageSize, imageSize, channels];
   const size = batchSize * imageSize * imageSize * channels;
+  const viewCount = Math.max(2, cls.crops.globalCrops);
   const batch = {
-    views: [0, 1].map(() => Float32Array.from(rng.normalArray(size))),
+    views: Array.from({ length: viewCount }, () => Float32Array.from(rng.normalArray(size))),
     ...{
       shape,
-      shapes: [shape, shape],
+      shapes: Array.from({ length: viewCount }, () => shape),
       labels: Int32Array.from({ length: batchSize }, (_, i) => i % 3),
       indices: Int32Array.from({ length: batchSize }, (_, i) => i),
       index: 0,
