@@ -105,6 +105,15 @@ function computations(): Record<string, Computation> {
     c[`${op} over ${axes ? `[${axes}]` : 'all axes'}: output, dx`] = () =>
       valueAndGrads((x) => (kind === 'sum' ? tf.sum(x, axes) : kind === 'mean' ? tf.mean(x, axes) : tf.max(x, axes)), [randn([3, 5, 7, 6], s)], s + 1);
   }
+  // 16 inputs: more than one WebGPU shader may bind as storage buffers (8, output included), so grouped (src/core/kernels/webgpu/add-n.ts).
+  for (const n of [3, 8, 16]) {
+    c[`addN of ${n} tensors: output, dx of each`] = () =>
+      valueAndGrads(
+        (...xs) => tf.addN(xs),
+        Array.from({ length: n }, (_, i) => randn([3, 5], 400 + i)),
+        420 + n,
+      );
+  }
   c['layer norm as the ViT runs it ([B, T, D] over D): output, dx, dscale, doffset'] = () =>
     valueAndGrads(
       (x, g, b) => tf.reshape(groupNorm(tf.reshape(x, [-1, 24]), 1, g, b, 1e-6), x.shape),

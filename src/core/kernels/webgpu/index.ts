@@ -1,10 +1,11 @@
 /**
  * ssl-zoo's kernels for tfjs's `webgpu` backend (the sibling of the native cpu kernels):
- * the fused training batch norm and the Cholesky factor / triangular solve in WGSL, and tfjs's matmul with its split-K bug corrected
- * (see ./matmul.ts). Each is tested against the pure-JS reference in tests/kernels/webgpu-*.
+ * the fused training batch norm and the Cholesky factor / triangular solve in WGSL, tfjs's matmul with its split-K bug corrected
+ * (see ./matmul.ts), and tfjs's AddN for more inputs than one shader may bind (./add-n.ts). Each is tested against the pure-JS reference in tests/kernels/webgpu-*.
  */
 import { registerBatchNormGradient } from '../batch-norm.js';
 import { tf } from '../../tf.js';
+import { addNWebGpuKernels } from './add-n.js';
 import { batchNormWebGpuKernels } from './batch-norm.js';
 import { linalgWebGpuKernels } from './linalg.js';
 import { matMulWebGpuKernels } from './matmul.js';
@@ -15,7 +16,7 @@ import { matMulWebGpuKernels } from './matmul.js';
  * a previous install): idempotent. Call after the backend is ready.
  */
 export function installWebGpuKernels(): void {
-  for (const config of [...batchNormWebGpuKernels, ...matMulWebGpuKernels(), ...linalgWebGpuKernels]) {
+  for (const config of [...batchNormWebGpuKernels, ...matMulWebGpuKernels(), ...linalgWebGpuKernels, ...addNWebGpuKernels()]) {
     if (tf.getKernel(config.kernelName, 'webgpu') != null) tf.unregisterKernel(config.kernelName, 'webgpu');
     tf.registerKernel(config);
   }
