@@ -114,6 +114,9 @@ function computations(): Record<string, Computation> {
         420 + n,
       );
   }
+  // Arguments up to ±40 (LeJEPA's t·x); WGSL's own sin and cos are only ~2^-11 accurate (src/core/kernels/webgpu/trig.ts).
+  c['sin: output, dx'] = () => valueAndGrads((x) => tf.sin(x), [randn([8, 64], 430, 15)], 431);
+  c['cos: output, dx'] = () => valueAndGrads((x) => tf.cos(x), [randn([8, 64], 432, 15)], 433);
   c['layer norm as the ViT runs it ([B, T, D] over D): output, dx, dscale, doffset'] = () =>
     valueAndGrads(
       (x, g, b) => tf.reshape(groupNorm(tf.reshape(x, [-1, 24]), 1, g, b, 1e-6), x.shape),

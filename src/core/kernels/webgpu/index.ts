@@ -1,7 +1,8 @@
 /**
  * ssl-zoo's kernels for tfjs's `webgpu` backend (the sibling of the native cpu kernels):
  * the fused training batch norm and the Cholesky factor / triangular solve in WGSL, tfjs's matmul with its split-K bug corrected
- * (see ./matmul.ts), and tfjs's AddN for more inputs than one shader may bind (./add-n.ts). Each is tested against the pure-JS reference in tests/kernels/webgpu-*.
+ * (see ./matmul.ts), tfjs's AddN for more inputs than one shader may bind (./add-n.ts), and `Sin`/`Cos` to float32
+ * accuracy (./trig.ts). Each is tested against the pure-JS reference in tests/kernels/webgpu-*.
  */
 import { registerBatchNormGradient } from '../batch-norm.js';
 import { tf } from '../../tf.js';
@@ -9,6 +10,7 @@ import { addNWebGpuKernels } from './add-n.js';
 import { batchNormWebGpuKernels } from './batch-norm.js';
 import { linalgWebGpuKernels } from './linalg.js';
 import { matMulWebGpuKernels } from './matmul.js';
+import { trigWebGpuKernels } from './trig.js';
 
 /**
  * Registers the kernels for the `webgpu` backend, replacing whatever is registered under
@@ -16,7 +18,7 @@ import { matMulWebGpuKernels } from './matmul.js';
  * a previous install): idempotent. Call after the backend is ready.
  */
 export function installWebGpuKernels(): void {
-  for (const config of [...batchNormWebGpuKernels, ...matMulWebGpuKernels(), ...linalgWebGpuKernels, ...addNWebGpuKernels()]) {
+  for (const config of [...batchNormWebGpuKernels, ...matMulWebGpuKernels(), ...linalgWebGpuKernels, ...addNWebGpuKernels(), ...trigWebGpuKernels]) {
     if (tf.getKernel(config.kernelName, 'webgpu') != null) tf.unregisterKernel(config.kernelName, 'webgpu');
     tf.registerKernel(config);
   }
