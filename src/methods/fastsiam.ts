@@ -4,8 +4,8 @@ import type { CropPolicy } from '../data/augment/crops.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
 import { fastSiamLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
-import { mlpHead } from './heads.js';
 import { BaseMethod, type MethodContext, type OptimDefaults, type SslLossOutput } from './base.js';
+import { SimSiam, simSiamHeads } from './simsiam.js';
 
 /** FastSiam's views per sample (lightly's `FastSiamTransform(num_views=4)`): 3 targets averaged for each prediction. */
 export const FASTSIAM_VIEWS = 4;
@@ -26,11 +26,7 @@ export const FASTSIAM_VIEWS = 4;
  * jitter 0.4/0.4/0.4/0.1 with probability 0.8, grayscale 0.2), on every one of the four views.
  */
 export class FastSiam extends BaseMethod {
-  static override readonly args = defineArgs({
-    projHiddenDim: { kind: 'int', default: 2048, ge: 1, description: 'hidden width of the projector (two hidden layers)' },
-    projOutputDim: { kind: 'int', default: 2048, ge: 1, description: 'output width of the projector and the predictor' },
-    predHiddenDim: { kind: 'int', default: 512, ge: 1, description: 'hidden (bottleneck) width of the predictor' },
-  });
+  static override readonly args = defineArgs({ ...SimSiam.args });
   declare readonly args: ArgValues<typeof FastSiam.args>;
   static override readonly paper: string = 'Pototzky et al. 2022, "FastSiam: Resource-Efficient Self-supervised Learning on a Single GPU"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'sgd', lr: 0.03, classifierLr: 0.1, weightDecay: 5e-4 };
@@ -44,13 +40,9 @@ export class FastSiam extends BaseMethod {
 
   constructor(ctx: MethodContext) {
     super(ctx);
-    const { projHiddenDim, projOutputDim, predHiddenDim } = this.args;
-    const head = { norm: this.norm, rng: ctx.rng, biasBeforeNorm: false };
-    this.projector = this.addModule(
-      'projector',
-      mlpHead([this.backbone.featureDim, projHiddenDim, projHiddenDim, projOutputDim], { ...head, outputNorm: 'plain' }),
-    );
-    this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
+    const heads = simSiamHeads(this.backbone.featureDim, this.args, this.norm, ctx.rng);
+    this.projector = this.addModule('projector', heads.projector);
+    this.predictor = this.addModule('predictor', heads.predictor);
   }
 
   /** Predictions then projections of the V views: `[p_0 .. p_{V-1}, z_0 .. z_{V-1}]`, `[B, projOutputDim]` each. */

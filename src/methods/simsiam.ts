@@ -1,5 +1,6 @@
 import { tf, type Scalar, type Tensor, type Tensor2D } from '../core/tf.js';
-import type { Sequential } from '../core/layers.js';
+import type { NormKind, Sequential } from '../core/layers.js';
+import type { Rng } from '../core/random.js';
 import { negativeCosineLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
@@ -38,13 +39,9 @@ export class SimSiam extends BaseMethod {
 
   constructor(ctx: MethodContext) {
     super(ctx);
-    const { projHiddenDim, projOutputDim, predHiddenDim } = this.args;
-    const head = { norm: this.norm, rng: ctx.rng, biasBeforeNorm: false };
-    this.projector = this.addModule(
-      'projector',
-      mlpHead([this.backbone.featureDim, projHiddenDim, projHiddenDim, projOutputDim], { ...head, outputNorm: 'plain' }),
-    );
-    this.predictor = this.addModule('predictor', mlpHead([projOutputDim, predHiddenDim, projOutputDim], head));
+    const heads = simSiamHeads(this.backbone.featureDim, this.args, this.norm, ctx.rng);
+    this.projector = this.addModule('projector', heads.projector);
+    this.predictor = this.addModule('predictor', heads.predictor);
   }
 
   /** Predictions and projections of the two views: `[p1, p2, z1, z2]`, `[B, projOutputDim]` each. */
@@ -71,4 +68,22 @@ export class SimSiam extends BaseMethod {
           ],
     );
   }
+}
+
+/**
+ * SimSiam's heads (also FastSiam's): the projector `[B, featureDim] -> [B, projOutputDim]`,
+ * Linear-BN-ReLU twice then Linear-BN (no affine), and the predictor `[B, projOutputDim] ->
+ * [B, projOutputDim]`, Linear-BN-ReLU-Linear; no bias before a batch norm.
+ */
+export function simSiamHeads(
+  featureDim: number,
+  { projHiddenDim, projOutputDim, predHiddenDim }: ArgValues<typeof SimSiam.args>,
+  norm: NormKind,
+  rng: Rng,
+): { projector: Sequential; predictor: Sequential } {
+  const head = { norm, rng, biasBeforeNorm: false };
+  return {
+    projector: mlpHead([featureDim, projHiddenDim, projHiddenDim, projOutputDim], { ...head, outputNorm: 'plain' }),
+    predictor: mlpHead([projOutputDim, predHiddenDim, projOutputDim], head),
+  };
 }
