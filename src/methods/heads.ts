@@ -108,6 +108,24 @@ export interface DinoHeadOptions {
 }
 
 /**
+ * DINO's head without its last layer (also SimDINO's head): Linear-GELU-Linear-GELU-Linear
+ * `[B, inFeatures] -> [B, outDim]`, weights from a normal of std 0.02 truncated to ±2, biases 0;
+ * with `hiddenNorm`, Linear-Norm-GELU.
+ */
+export function dinoMlp(inFeatures: number, hiddenDim: number, outDim: number, hiddenNorm: NormKind | undefined, rng: Rng): Sequential {
+  const linear = (i: number, o: number) => {
+    const layer = new Linear(i, o, { rng });
+    tf.tidy(() => {
+      layer.weight.assign(truncNormal([i, o], 0.02, rng));
+      layer.bias!.assign(tf.zeros([o]));
+    });
+    return layer;
+  };
+  const hidden = (i: number) => [linear(i, hiddenDim), ...(hiddenNorm ? [headNorm(hiddenNorm, hiddenDim)] : []), new GELU()];
+  return new Sequential(...hidden(inFeatures), ...hidden(hiddenDim), linear(hiddenDim, outDim));
+}
+
+/**
  * DINO's head (solo-learn's `DINOHead`: 3 layers, normalised last layer): `[B, F] -> [B, K]`,
  * Linear-GELU-Linear-GELU-Linear to the bottleneck (weights from a normal of std 0.02
  * truncated to ±2, biases 0; with `hiddenNorm`, Linear-Norm-GELU), L2-normalised, then a
@@ -119,17 +137,7 @@ export class DinoHead extends Layer {
 
   constructor(inFeatures: number, { rng, hiddenDim, bottleneckDim, outputDim, hiddenNorm }: DinoHeadOptions) {
     super();
-    const linear = (i: number, o: number) => {
-      const layer = new Linear(i, o, { rng });
-      tf.tidy(() => {
-        layer.weight.assign(truncNormal([i, o], 0.02, rng));
-        layer.bias!.assign(tf.zeros([o]));
-      });
-      return layer;
-    };
-    const hidden = (i: number) => [linear(i, hiddenDim), ...(hiddenNorm ? [headNorm(hiddenNorm, hiddenDim)] : []), new GELU()];
-    const layers = [...hidden(inFeatures), ...hidden(hiddenDim), linear(hiddenDim, bottleneckDim)];
-    this.mlp = this.addModule('mlp', new Sequential(...layers));
+    this.mlp = this.addModule('mlp', dinoMlp(inFeatures, hiddenDim, bottleneckDim, hiddenNorm, rng));
     this.lastLayer = this.addModule('lastLayer', new WeightNormLinear(bottleneckDim, outputDim, rng));
   }
 

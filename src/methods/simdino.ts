@@ -1,14 +1,12 @@
-import { GELU, Linear, Sequential } from '../core/layers.js';
-import { truncNormal } from '../core/init.js';
+import type { Sequential } from '../core/layers.js';
 import { detach } from '../core/ops.js';
-import type { Rng } from '../core/random.js';
-import { tf, type Tensor, type Tensor2D } from '../core/tf.js';
+import type { Tensor, Tensor2D } from '../core/tf.js';
 import type { CropPolicy } from '../data/augment/crops.js';
 import { simdinoLoss } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
 import type { MethodContext, OptimDefaults, SslLossOutput } from './base.js';
 import { forwardCrops } from './forward-crops.js';
-import { headNorm } from './heads.js';
+import { dinoMlp } from './heads.js';
 import { MomentumMethod } from './momentum.js';
 
 /**
@@ -57,7 +55,7 @@ export class SimDINO extends MomentumMethod {
   constructor(ctx: MethodContext) {
     super(ctx);
     const { projHiddenDim, projOutputDim, useBnInHead } = this.args;
-    const build = () => simdinoHead(this.backbone.featureDim, projHiddenDim, projOutputDim, useBnInHead ? this.norm : undefined, ctx.rng);
+    const build = () => dinoMlp(this.backbone.featureDim, projHiddenDim, projOutputDim, useBnInHead ? this.norm : undefined, ctx.rng);
     this.head = this.addModule('head', build());
     this.momentumHead = this.addMomentumProjector(this.head, build());
   }
@@ -76,22 +74,4 @@ export class SimDINO extends MomentumMethod {
     const { loss, alignment, codingRate } = simdinoLoss(student, teacher, { eps: this.args.eps, alignWeight: this.args.alignWeight });
     return { loss, terms: { alignment, coding_rate: codingRate }, embeddings: student[0] };
   }
-}
-
-/**
- * DINO's head without its last layer: Linear-GELU-Linear-GELU-Linear `[B, F] -> [B, out]`
- * (weights from a normal of std 0.02 truncated to ±2, biases 0; with `norm`, Linear-Norm-GELU).
- * The loss L2-normalises its output.
- */
-function simdinoHead(inFeatures: number, hidden: number, out: number, norm: Parameters<typeof headNorm>[0] | undefined, rng: Rng): Sequential {
-  const linear = (i: number, o: number) => {
-    const layer = new Linear(i, o, { rng });
-    tf.tidy(() => {
-      layer.weight.assign(truncNormal([i, o], 0.02, rng));
-      layer.bias!.assign(tf.zeros([o]));
-    });
-    return layer;
-  };
-  const block = (i: number) => [linear(i, hidden), ...(norm ? [headNorm(norm, hidden)] : []), new GELU()];
-  return new Sequential(...block(inFeatures), ...block(hidden), linear(hidden, out));
 }
