@@ -14,7 +14,7 @@ import { atPath, invalidValue } from '../core/errors.js';
 import type { TrainConfig } from '../experiment/config.js';
 import { prepareExperiment } from '../experiment/experiment.js';
 import { checkGradCache, engineRequest, localBatchSize } from '../experiment/train.js';
-import { boundRatio, gradientDifference, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
+import { boundRatio, gradientDifference, largestPairDifference, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
 import {
   perturbState,
   splitQueues,
@@ -108,7 +108,7 @@ interface OneProcessRun extends TaskRun {
  * after each step. Rank 0 also runs {@link ROUNDOFF_TWINS} one-process twins on the same
  * batches in another sample order, to measure how far two correct float32 runs of this model
  * drift apart; each W-rank difference must stay within `roundoffFactor` times the largest
- * twin difference of its kind and step, or within `tolerance` (src/verify/roundoff.ts
+ * difference of its kind and step between any two of the reference and its twins, or within `tolerance` (src/verify/roundoff.ts
  * explains why). Every run steps through the trainer's step sequence (src/trainer/step.ts:
  * hooks, scheduler, sync, adjustment, update) with the method's schedule spanning the `steps`
  * compared and no warmup: the full learning rate at the first step, so parameter differences
@@ -190,18 +190,19 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
       const decisions = compareDecisions(ranksCalls, refCalls, twinCalls, roundoffFactor, tolerance, matched);
       const ranksAfter = await stateArrays(distributed);
       if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method, decisions);
-      const roundoff = (f: (o: typeof refOut) => number) => Math.max(...twinOuts.map(f));
+      // The round-off: the largest difference between any two of the reference and its twins.
+      const outs = [refOut, ...twinOuts];
       const split = (state: StateArrays) => splitQueues(reference.method, state);
       const [refState, startState, ranksState] = [split(refOut.state), split(initialState), split(ranksAfter)];
-      const twinStates = twinOuts.map((o) => split(o.state));
-      const lossRoundoff = roundoff((o) => scalarDifference(o.loss, refOut.loss));
-      const gradientsRoundoff = roundoff((o) => gradientDifference(o.grads, refOut.grads).value);
-      const parametersRoundoff = Math.max(...twinStates.map((t) => stateDifference(t.rest, refState.rest, startState.rest).value));
+      const states = outs.map((o) => split(o.state));
+      const lossRoundoff = largestPairDifference(outs, (a, b) => scalarDifference(a.loss, b.loss));
+      const gradientsRoundoff = largestPairDifference(outs, (a, b) => gradientDifference(a.grads, b.grads).value);
+      const parametersRoundoff = largestPairDifference(states, (a, b) => stateDifference(a.rest, b.rest, startState.rest).value);
       const gradients = gradientDifference(ddpOut.grads, refOut.grads);
       const parameters = stateDifference(ranksState.rest, refState.rest, startState.rest);
       const hasQueues = Object.keys(refState.queues).length > 0;
       const queues = hasQueues ? stateDifference(ranksState.queues, refState.queues, startState.queues) : undefined;
-      const queuesRoundoff = hasQueues ? Math.max(...twinStates.map((t) => stateDifference(t.queues, refState.queues, startState.queues).value)) : 0;
+      const queuesRoundoff = hasQueues ? largestPairDifference(states, (a, b) => stateDifference(a.queues, b.queues, startState.queues).value) : 0;
       results.push({
         step: s + 1,
         loss: scalarDifference(ddpOut.loss, refOut.loss),

@@ -24,8 +24,14 @@
  * twins then miss the switches that the W-rank run's different rounding causes). A correct
  * W-rank run's difference to the reference is therefore a draw from the same distribution as
  * a twin's, including the reference's own unlucky ReLU switches, which every twin sees too;
- * the check is statistical, and more twins make a rare switch less likely to go unseen. The W-rank
- * run must stay within `factor` times the largest twin difference, or within the fixed
+ * the check is statistical, and more twins make a rare switch less likely to go unseen. The
+ * reference and its twins are five correct computations of the step, and the W-rank run is a
+ * sixth: its difference to the reference is drawn like the difference between any two of the
+ * five, so the round-off is the largest of all ten pairwise differences
+ * ({@link largestPairDifference}), not only of the four twin-to-reference ones (a scalar such
+ * as the loss is poorly estimated by the largest of four draws: NNCLR with all defaults,
+ * `--seed 4`, 2 ranks, AVX2, exceeded 4 times it at 1.09 on a correct run). The W-rank
+ * run must stay within `factor` times that round-off, or within the fixed
  * `tolerance` floor, whichever is larger. Differences are measured in norm over all tensors
  * ({@link gradientDifference}, {@link stateDifference}), an aggregate that a few twins
  * estimate well, unlike a largest entry that rare switches rule.
@@ -148,6 +154,16 @@ export function stateDifference(a: Record<string, Values>, reference: Record<str
 export function scalarDifference(a: number, reference: number): number {
   const diff = Math.abs(a - reference);
   return reference === 0 ? diff : diff / Math.abs(reference);
+}
+
+/**
+ * The largest `difference(later, earlier)` over every pair of `runs` (each pair once; with
+ * the reference first, its pairs are measured against it as their reference).
+ */
+export function largestPairDifference<T>(runs: T[], difference: (a: T, reference: T) => number): number {
+  let largest = 0;
+  for (let i = 0; i < runs.length; i++) for (let j = i + 1; j < runs.length; j++) largest = Math.max(largest, difference(runs[j]!, runs[i]!));
+  return largest;
 }
 
 /** The largest difference a W-rank value may show: `factor` × the measured round-off, at least `tolerance`. */

@@ -1,8 +1,11 @@
 /**
- * The distributed contract on the WebGPU engine: for every built-in method, `ssl-train verify
- * --backend webgpu --devices 2` (2 ranks, each on the WebGPU engine, against one process on
- * the global batch, loss, gradients, parameters and state within verify's round-off bound),
- * and one negative control that must fail. Both ranks run on SwiftShader (tests/helpers/webgpu.ts),
+ * The distributed contract on the WebGPU engine: `ssl-train verify --backend webgpu --devices 2`
+ * (2 ranks, each on the WebGPU engine, against one process on the global batch, loss,
+ * gradients, parameters and state within verify's round-off bound), and one negative control
+ * that must fail. CI runs one method per kind of cross-rank traffic ({@link CI_METHODS}: about
+ * 20 s a run on SwiftShader); `WEBGPU_EXACTNESS=all` runs every built-in method (each method's
+ * own WebGPU kernels are checked against the CPU engine for every method by
+ * engine-against.full.test.ts). Both ranks run on SwiftShader (tests/helpers/webgpu.ts),
  * so the collectives cross ranks through synchronous device reads (src/core/webgpu-backend.ts).
  * The settings are the CPU exactness test's first row per method (tests/distributed/zoo-table.ts),
  * at 2 ranks; one launch of 2 processes runs them all (tests/distributed/cli-batch.ts).
@@ -21,17 +24,28 @@ function firstRow(method: string): VerifyRow {
   const row = TABLE[method]!.find((r) => !r.control)!;
   return { ...row, devices: 2 };
 }
+/**
+ * One method per kind of traffic between ranks inside a step: a gathered contrastive batch
+ * with its gradient (simclr), synchronised batch norm and a momentum target (byol), a queue
+ * (mocov2plus), a queue with nearest-neighbour decisions (nnclr), a global Sinkhorn (swav), a
+ * centre (dino), k-means over a memory bank (deepclusterv2), a global cross-correlation
+ * (barlow_twins), a global whitening (wmse), a host eigen-solver (mmcr), random projections
+ * with sin/cos statistics (lejepa), a ViT with per-sample masks (mae), gathered labels (supcon).
+ */
+const CI_METHODS = ['simclr', 'byol', 'mocov2plus', 'nnclr', 'swav', 'dino', 'deepclusterv2', 'barlow_twins', 'wmse', 'mmcr', 'lejepa', 'mae', 'supcon'];
+const METHODS = process.env.WEBGPU_EXACTNESS === 'all' ? BUILT_IN_METHODS : CI_METHODS;
+
 /** The negative control: SwAV with a per-rank Sinkhorn-Knopp. */
 const CONTROL = { method: 'swav', row: TABLE.swav!.find((r) => r.control)! };
 
-describe('every method on the WebGPU engine: 2 ranks equal one process (ssl-train verify --backend webgpu --devices 2)', function () {
+describe(`${METHODS === BUILT_IN_METHODS ? 'every method' : `${METHODS.length} methods`} on the WebGPU engine: 2 ranks equal one process (ssl-train verify --backend webgpu --devices 2)`, function () {
   this.timeout(2_400_000);
   let runs = new Map<string, CliBatchResult>();
 
   before(async () => {
     process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
     const entries: Record<string, string[]> = {};
-    for (const method of BUILT_IN_METHODS) entries[method] = [...verifyArgv(method, firstRow(method)), ...ENGINE];
+    for (const method of METHODS) entries[method] = [...verifyArgv(method, firstRow(method)), ...ENGINE];
     entries.control = [...verifyArgv(CONTROL.method, { ...CONTROL.row, devices: 2 }), ...ENGINE];
     // `--gpus 2` rather than `--devices 2`: each rank takes its adapter, here both the one
     // software adapter (shared, as --allow-software-adapter allows).
@@ -41,7 +55,7 @@ describe('every method on the WebGPU engine: 2 ranks equal one process (ssl-trai
     console.log(`      ${runs.size} verify runs on 2 WebGPU ranks: ${((Date.now() - started) / 1000).toFixed(0)} s`);
   });
 
-  for (const method of [...BUILT_IN_METHODS, 'control', 'gpus']) {
+  for (const method of [...METHODS, 'control', 'gpus']) {
     const control = method === 'control';
     const title = {
       control: `${CONTROL.row.claim}: fails`,

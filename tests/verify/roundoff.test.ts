@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { verifyTimeoutMs } from '../../src/verify/harness.js';
 import {
   gradientDifference,
+  largestPairDifference,
   permuteRows,
   perturbByOneUlp,
   roundoffBound,
@@ -83,6 +84,31 @@ describe('verify: round-off measurement', () => {
     assert.ok(!(scalarDifference(NaN, 2) <= roundoffBound(1, 4, 1e-5)));
     assert.ok(!(gradientDifference({ w: Float32Array.of(NaN) }, { w: Float32Array.of(1) }).value <= 1));
     assert.ok(!(stateDifference({ w: Float32Array.of(NaN) }, { w: Float32Array.of(2) }, { w: Float32Array.of(1) }).value <= 1));
+  });
+});
+
+describe('verify: the round-off of five correct computations', () => {
+  it('is the largest difference over all ten pairs of the reference and its twins, each pair measured once, later against earlier', () => {
+    // Losses of the reference (first) and four twins.
+    const losses = [2.0, 2.3, 1.7, 2.6, 1.9];
+    const seen: Array<[number, number]> = [];
+    const largest = largestPairDifference(losses, (a, b) => {
+      seen.push([a, b]);
+      return Math.abs(a - b);
+    });
+    assert.equal(seen.length, 10);
+    assert.deepEqual(seen.slice(0, 4), [
+      [2.3, 2.0],
+      [1.7, 2.0],
+      [2.6, 2.0],
+      [1.9, 2.0],
+    ]);
+    // Twin to reference alone: 0.6 (2.6 vs 2.0); twin to twin: 0.9 (2.6 vs 1.7).
+    assert.ok(Math.abs(largest - 0.9) < 1e-12, `${largest}`);
+    assert.equal(
+      largestPairDifference([1], () => 5),
+      0,
+    );
   });
 });
 
