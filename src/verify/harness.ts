@@ -17,6 +17,7 @@ import { checkGradCache, engineRequest, localBatchSize } from '../experiment/tra
 import { boundRatio, gradientDifference, largestPairDifference, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
 import {
   perturbState,
+  resumeFrom,
   splitQueues,
   stateArrays,
   step,
@@ -162,12 +163,20 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   const accumulate = config.accumulateGradBatches;
   const results: VerifyStep[] = [];
   try {
-    for (const [t, twin] of twins.entries()) await perturbState(twin.method, t + 1);
     const initialState = reference ? await stateArrays(reference.method) : {};
-    // The one-process and W-rank states before the current step (each step's result is the next one's start).
+    // The W-rank state before the current step: each step of the one-process runs starts from it.
     let before = { one: initialState, ranks: reference ? await stateArrays(distributed) : {} };
     for (let s = 0; s < steps; s++) {
       const atStart = stepStart(s, accumulate, perEpoch, steps);
+      // Every step is compared from the same start: the reference and its twins resume from the
+      // W-rank run's state (model and optimizer), each twin's then moved by one ulp. So a step's
+      // differences are that step's own, not earlier steps' round-off carried along and grown
+      // at the learning rate (src/verify/roundoff.ts).
+      if (reference) await resumeFrom(ddpRun, reference);
+      for (const [t, twin] of twins.entries()) {
+        await resumeFrom(ddpRun, twin);
+        await perturbState(twin.method, s * ROUNDOFF_TWINS + t + 1);
+      }
       const ddpOut = await step(ddpRun, await stepBatches(ddpLoader, s, accumulate, perEpoch), atStart);
       const ranksCalls = gatherDecisions(await ddpDecisions!.takeStep(), group);
       if (!reference || !referenceLoader || !refDecisions) continue;
@@ -216,7 +225,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         queues: queues && { value: queues.value, bound: roundoffBound(queuesRoundoff, roundoffFactor, tolerance), tensor: queues.tensor },
         decisions,
       });
-      before = { one: refOut.state, ranks: ranksAfter };
+      before = { one: ranksAfter, ranks: ranksAfter };
     }
   } finally {
     await ddpLoader.close();

@@ -77,6 +77,35 @@ export async function stateArrays(method: BaseMethod): Promise<StateArrays> {
 }
 
 /**
+ * Copies of `tensors` in buffers of their own: read back, copied (on the CPU engines `data()`
+ * can return the backend's own array, which in-place kernels write) and uploaded again.
+ */
+async function ownCopies(tensors: Record<string, Tensor>): Promise<Record<string, Tensor>> {
+  const entries = Object.entries(tensors);
+  const values = await Promise.all(entries.map(([, t]) => t.data()));
+  return Object.fromEntries(entries.map(([name, t], i) => [name, tf.tensor((values[i] as Float32Array | Int32Array).slice(), t.shape, t.dtype)]));
+}
+
+/**
+ * Puts `from`'s model and optimizer state (a checkpoint's worth: parameters, buffers, queues,
+ * centres, optimizer slots and step counts) into `to`, a run of another instance of the same
+ * method, so that `to`'s next step starts where `from`'s does. The values are copied into
+ * buffers of `to`'s own: a variable's `assign` shares its source's buffer, and `from`'s
+ * in-place updates (the native engine's scatter writes of queues and banks) must not reach `to`.
+ */
+export async function resumeFrom(from: TaskRun, to: TaskRun): Promise<void> {
+  const model = await ownCopies(from.task.model.stateDict());
+  const optimizer = from.optimizer.stateDict();
+  const slots = await ownCopies(optimizer.tensors);
+  try {
+    to.task.model.loadStateDict(model);
+    to.optimizer.loadStateDict({ tensors: slots, meta: optimizer.meta });
+  } finally {
+    tf.dispose([...Object.values(model), ...Object.values(slots)]);
+  }
+}
+
+/**
  * `state` split into the queues' entries (names under one of `method`'s queues or other memory
  * modules: banks, prototypes, assignments) and the rest (parameters and other buffers): a
  * queue's rows move by O(1) when written, which would drown the parameters' differences if
