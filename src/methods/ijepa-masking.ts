@@ -1,6 +1,6 @@
 /**
  * I-JEPA's multi-block masks (facebookresearch/ijepa `src/masks/multiblock.py`, `MaskCollator`),
- * drawn PER SAMPLE from `Rng.keyed(seed, epoch, index, 0, IJEPA_MASK_STREAM)`, so that a
+ * drawn PER SAMPLE from `Rng.keyed(seed, epoch, index, view, IJEPA_MASK_STREAM)`, so that a
  * sample's masks depend on nothing else: not on its batch, its position in it or the world
  * size (docs/design.md, contract 8).
  *
@@ -104,8 +104,8 @@ function sampleMasks(rng: Rng, options: MultiBlockOptions): { context: number[];
   }
 }
 
-/** The multi-block masks of `samples` (see the module comment). */
-export function multiBlockMasks(samples: SampleKeys, options: MultiBlockOptions): MultiBlockMasks {
+/** The multi-block masks of `samples` (view `view`; see the module comment). */
+export function multiBlockMasks(samples: SampleKeys, options: MultiBlockOptions, view = 0): MultiBlockMasks {
   checkMultiBlockOptions(options);
   const b = samples.indices.length;
   const k = options.contextPatches;
@@ -113,7 +113,7 @@ export function multiBlockMasks(samples: SampleKeys, options: MultiBlockOptions)
   const targets: Int32Array[] = [];
   const targetSize: number[] = [];
   for (let s = 0; s < b; s++) {
-    const masks = sampleMasks(Rng.keyed(samples.seed, samples.epoch, samples.indices[s], 0, IJEPA_MASK_STREAM), options);
+    const masks = sampleMasks(Rng.keyed(samples.seed, samples.epoch, samples.indices[s], view, IJEPA_MASK_STREAM), options);
     context.set(masks.context, s * k);
     targets.push(Int32Array.from(masks.targets));
     targetSize.push(masks.size);

@@ -7,7 +7,7 @@ import type { ViewRecipe } from '../data/augment/recipes.js';
 import { ijepaLoss, type IjepaDistance } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
 import type { MethodContext, OptimDefaults, SampleKeys, SslLossOutput, StepOutput } from './base.js';
-import { checkMultiBlockOptions, multiBlockMasks, type MultiBlockOptions } from './ijepa-masking.js';
+import { checkMultiBlockOptions, multiBlockMasks, type MultiBlockMasks, type MultiBlockOptions } from './ijepa-masking.js';
 import { IjepaPredictor } from './ijepa-predictor.js';
 import { MomentumMethod } from './momentum.js';
 
@@ -119,14 +119,29 @@ export class IJEPA extends MomentumMethod {
   }
 
   /**
-   * The prediction loss of the one view (`[B, S, S, C]`, S the backbone's image size, masks
-   * keyed by `samples`), plus the online classifier's cross-entropy on the context encoder's
-   * detached `[CLS]` outputs.
+   * The prediction loss averaged over the views (one by default; `[B, S, S, C]` each, S the
+   * backbone's image size, masks keyed by `samples` and the view), plus the online classifier's
+   * cross-entropy on the context encoder's detached `[CLS]` outputs.
    */
   override trainingStep(views: Tensor[], labels: Tensor, samples?: SampleKeys): StepOutput {
     if (!samples) throw new Error("IJEPA.trainingStep needs the batch's sample keys (seed, epoch, indices) to draw its masks");
-    if (views.length !== 1) throw invalidValue('crops', views.length, 'one view for method ijepa');
-    const x = views[0]!;
+    const clsFeatures: Tensor[] = [];
+    let prediction = tf.scalar(0) as Scalar;
+    views.forEach((view, v) => {
+      const { loss, cls } = this.viewLoss(view, multiBlockMasks(samples, this.masking, v));
+      clsFeatures.push(cls);
+      prediction = tf.add(prediction, loss) as Scalar;
+    });
+    prediction = tf.div(prediction, views.length) as Scalar;
+    const classifier = this.classifierTerms(clsFeatures, labels);
+    const total = tf.add(prediction, classifier.class_loss) as Scalar;
+    const metrics: Record<string, Scalar> = { loss: prediction, ...classifier };
+    for (const m of Object.values(metrics)) tf.keep(m);
+    return { loss: total, metrics };
+  }
+
+  /** One view's prediction loss with its `masks`, and the context encoder's `[CLS]` outputs `[B, F]`. */
+  private viewLoss(x: Tensor, masks: MultiBlockMasks): { loss: Scalar; cls: Tensor } {
     const [b, h, w] = x.shape as [number, number, number, number];
     const g = this.encoder.gridSize;
     const p = this.encoder.config.patchSize;
@@ -136,7 +151,6 @@ export class IJEPA extends MomentumMethod {
     const f = this.encoder.featureDim;
     const numPatches = g * g;
     const k = this.masking.contextPatches;
-    const masks = multiBlockMasks(samples, this.masking);
     const everyPatch = Int32Array.from({ length: b * numPatches }, (_, i) => i % numPatches);
     const targetTokens = tf.tidy(() => {
       const full = detach(this.targetEncoder.encodeKept(x, everyPatch, numPatches)); // [B, 1 + L, F]
@@ -148,22 +162,18 @@ export class IJEPA extends MomentumMethod {
     const predictions: Tensor[] = [];
     const targets: Tensor[] = [];
     for (const size of [...new Set(masks.targetSize)].sort((m, n) => m - n)) {
-      const rowsOf = masks.targetSize.flatMap((s, i) => (s === size ? [i] : []));
-      const sampleOfRow = rowsOf.flatMap((i) => Array<number>(this.masking.numTargets).fill(i));
+      const samplesOfSize = masks.targetSize.flatMap((s, i) => (s === size ? [i] : []));
+      const sampleOfRow = samplesOfSize.flatMap((i) => Array<number>(this.masking.numTargets).fill(i));
       const contextIndices = Int32Array.from(sampleOfRow.flatMap((i) => [...masks.context.subarray(i * k, (i + 1) * k)]));
-      const targetIndices = Int32Array.from(rowsOf.flatMap((i) => [...masks.targets[i]!]));
+      const targetIndices = Int32Array.from(samplesOfSize.flatMap((i) => [...masks.targets[i]!]));
       const rows = tf.gather(contextTokens, tf.tensor1d(sampleOfRow, 'int32'));
       predictions.push(tf.reshape(this.predictor.predict(rows, contextIndices, targetIndices), [targetIndices.length, f]));
-      const flat = rowsOf.flatMap((i) => [...masks.targets[i]!].map((patch) => i * numPatches + patch));
+      const flat = samplesOfSize.flatMap((i) => [...masks.targets[i]!].map((patch) => i * numPatches + patch));
       targets.push(tf.gather(targetTokens, tf.tensor1d(flat, 'int32')));
     }
     const distance = this.args.distance as IjepaDistance;
     const loss = this.inGroup(() => ijepaLoss(tf.concat(predictions, 0) as tf.Tensor2D, tf.concat(targets, 0) as tf.Tensor2D, { distance }));
-    const classifier = this.classifierTerms([cls], labels);
-    const total = tf.add(loss, classifier.class_loss) as Scalar;
-    const metrics: Record<string, Scalar> = { loss, ...classifier };
-    for (const m of Object.values(metrics)) tf.keep(m);
-    return { loss: total, metrics };
+    return { loss, cls };
   }
 
   /** Not used: {@link trainingStep} is I-JEPA's whole step (see {@link splitsLoss}). */
