@@ -418,6 +418,21 @@ def lejepa(t, h, r, w):
     return (1 - lam) * inv + lam * sigreg, {}, {}
 
 
+def ijepa(t, h, r, w):
+    """I-JEPA (facebookresearch/ijepa src/train.py): targets F.layer_norm-ed over their features (no affine, eps 1e-5)
+    and detached; F.smooth_l1_loss (beta) or F.mse_loss summed over rank r's rows / (D * the target rows of the GLOBAL
+    batch), times W (the reference's per-rank mean, all-reduced to their mean, when every rank has as many rows)."""
+    def summed(q):
+        z = local(t["predictions"], q, w)
+        target = F.layer_norm(local(t["targets"], q, w).detach(), (z.shape[1],))
+        if h["mse"]:
+            return F.mse_loss(z, target, reduction="sum")
+        return F.smooth_l1_loss(z, target, reduction="sum", beta=h["beta"])
+
+    rows = sum(local(t["predictions"], q, w).shape[0] for q in range(w))  # the all-reduced count
+    return w * summed(r) / (rows * t["predictions"].shape[1]), {}, {}
+
+
 def off_diagonal(x):
     n, m = x.shape
     return x.flatten()[:-1].view(n - 1, n + 1)[:, 1:].flatten()
@@ -500,6 +515,7 @@ LOSSES = {
     "mmcr": mmcr,
     "simdino": simdino,
     "lejepa": lejepa,
+    "ijepa": ijepa,
 }
 
 CONVENTIONS = {
@@ -570,6 +586,9 @@ CONVENTIONS = {
     "+ (mean sin(t_j x))^2) of x = view @ a_s over the GLOBAL batch (cos / sin sums all-reduced WITH gradient), "
     "t on [0, tMax] (knots points), phi = exp(-t^2 / 2), w = trapezoid weights doubled times phi; sigreg = mean over views "
     "and projections; loss = (1 - sigregWeight) * prediction + sigregWeight * sigreg",
+    "ijepa": "I-JEPA (src/train.py): targets F.layer_norm-ed over their D features (no affine, eps 1e-5) and detached; "
+    "smooth_l1 (beta; hyper mse = 0) or squared error (mse = 1) summed over rank r's rows, divided by D times the number of "
+    "target rows of the GLOBAL batch, times W",
 }
 
 
@@ -788,6 +807,12 @@ def make_inputs(name, g):
         a = randn(g, k, s)
         out["projections"] = entry(a / a.norm(dim=0), None)
         return out, {}
+    if name == "ijepa":
+        # Target patch tokens off-centre and scaled (the LayerNorm matters); predictions near the normalised targets
+        # with errors on both sides of beta = 1.
+        targets = 1.5 * randn(g, N, D) + 0.7
+        normalised = F.layer_norm(targets, (D,))
+        return {"predictions": entry(normalised + 0.9 * randn(g, N, D)), "targets": entry(targets)}, {}
     raise KeyError(name)
 
 
@@ -820,6 +845,7 @@ CASES = [
     ("mmcr", "mmcr", 43, {"lambda": 0.005}),
     ("simdino", "simdino", 33, {"eps": 0.5, "alignWeight": 1.0}),
     ("lejepa", "lejepa", 34, {"sigregWeight": 0.02, "globalViews": 3, "tMax": 3.0, "knots": 17}),
+    ("ijepa", "ijepa", 35, {"beta": 1.0, "mse": 0}),
 ]
 
 

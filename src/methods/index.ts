@@ -34,3 +34,13 @@ export * from './mmcr.js';
 export * from './registry.js';
 export * from './simdino.js';
 export * from './lejepa.js';
+export * from './ijepa.js';
+export {
+  blockSize as ijepaBlockSize,
+  checkMultiBlockOptions,
+  IJEPA_MASK_STREAM,
+  multiBlockMasks,
+  type MultiBlockMasks,
+  type MultiBlockOptions,
+} from './ijepa-masking.js';
+export { IjepaPredictor, type IjepaPredictorOptions } from './ijepa-predictor.js';

@@ -17,6 +17,7 @@ import {
   ticoLoss,
   mmcrLoss,
   lejepaLoss,
+  ijepaLoss,
   maeLoss,
   mocoLoss,
   mocov3Loss,
@@ -245,6 +246,11 @@ const SPECS = {
         const options = { sigregWeight: h(c, 'sigregWeight'), globalViews: h(c, 'globalViews'), tMax: h(c, 'tMax'), knots: h(c, 'knots') };
         return lejepaLoss(numberedTensors(x, 'view'), x.projections as T2, options, g).loss;
       }),
+  },
+  ijepa: {
+    inputs: ['predictions', 'targets'],
+    hyper: ['beta', 'mse'],
+    run: (c, x, g) => ijepaLoss(x.predictions as T2, x.targets as T2, { distance: h(c, 'mse') === 1 ? 'mse' : 'smooth_l1', beta: h(c, 'beta') }, g),
   },
 } satisfies Record<string, CaseLossSpec>;
 

@@ -13,7 +13,7 @@ import { useCpu } from '../helpers/webgpu.js';
 
 const COMMON = { imageSize: 8, channels: 3, batchSize: 4, steps: 2, seed: 7 };
 const HEAD = { projHiddenDim: 16, projOutputDim: 8 };
-/** SimCLR (contrastive; on mlp and tiny_resnet), BYOL (momentum), MoCo v2+ (queue), SwAV (clustering) on mlp; MAE on vit_tiny. */
+/** SimCLR (contrastive; on mlp and tiny_resnet), BYOL (momentum), MoCo v2+ (queue), SwAV (clustering) on mlp; MAE and I-JEPA on vit_tiny. */
 const SPECS: StepSpec[] = [
   { method: 'simclr', backbone: 'mlp', args: HEAD, ...COMMON },
   { method: 'simclr', backbone: 'tiny_resnet', args: HEAD, ...COMMON },
@@ -21,16 +21,17 @@ const SPECS: StepSpec[] = [
   { method: 'mocov2plus', backbone: 'mlp', args: { ...HEAD, queueSize: 8 }, ...COMMON },
   { method: 'swav', backbone: 'mlp', args: { ...HEAD, numPrototypes: 5, queueSize: 0 }, ...COMMON },
   { method: 'mae', backbone: 'vit_tiny', args: { decoderEmbedDim: 32, decoderDepth: 1, decoderNumHeads: 2 }, ...COMMON, patchSize: 4 },
+  { method: 'ijepa', backbone: 'vit_tiny', args: { predictorEmbedDim: 12, predictorDepth: 1, contextPatches: 4 }, ...COMMON, imageSize: 16, patchSize: 4 },
 ];
 
 /**
- * Every built-in method but MAE (a ViT's: above) on the mlp backbone, two steps, batch 12,
+ * Every built-in method but MAE and I-JEPA (a ViT's: above) on the mlp backbone, two steps, batch 12,
  * with SGD, LARS and AdamW in turn.
  * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions).
  */
 function everyMethodSpecs(): StepSpec[] {
   const optimizers = ['sgd', 'lars', 'adamw'] as const;
-  return zoo.BUILT_IN_METHODS.filter((method) => method !== 'mae').map((method, i) => ({
+  return zoo.BUILT_IN_METHODS.filter((method) => method !== 'mae' && method !== 'ijepa').map((method, i) => ({
     ...{ method, backbone: 'mlp', args: { ...smallArgs(zoo, method), ...(method === 'wmse' ? { whiteningSize: 12 } : {}) } },
     ...{ imageSize: 8, channels: 3, batchSize: 12, steps: 2, seed: 11, optimizer: optimizers[i % 3] },
   }));
@@ -92,7 +93,7 @@ describe('browser bundle in headless Chromium', function () {
     await useCpu(); // the default engine of the files that follow (tests/setup.ts)
   });
 
-  it("trains SimCLR (mlp, tiny_resnet), BYOL, MoCo v2+, SwAV and MAE (vit_tiny) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
+  it("trains SimCLR (mlp, tiny_resnet), BYOL, MoCo v2+, SwAV, MAE and I-JEPA (vit_tiny) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
     const { engine, losses, requests } = await pageLosses(browser, 'cpu');
     assert.equal(engine, 'cpu');
     assertLosses(losses, nodeLosses, 1e-6);
@@ -120,7 +121,7 @@ describe('browser bundle in headless Chromium', function () {
     for (const spec of specs) expected.push(await stepLosses(zoo, spec));
     const { engine, losses } = await pageLosses(browser, 'cpu', specs);
     assert.equal(engine, 'cpu');
-    assert.equal(losses.length, zoo.BUILT_IN_METHODS.length - 1);
+    assert.equal(losses.length, zoo.BUILT_IN_METHODS.length - 2);
     assertLosses(losses, expected, 1e-6, specs);
   });
 

@@ -56,6 +56,19 @@ const SIMDINO = [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')
 /** LeJEPA: the 4 global views of the mlp, a projector 32-8, 16 directions. */
 const LEJEPA = ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')];
 
+/**
+ * I-JEPA: vit_tiny on 4x4 patches of 16 px images, a predictor 12 x 1, contexts of 4 patches,
+ * target blocks of 0.1-0.4 of the grid (1 to 6 patches: the ranks predict different numbers of
+ * target patches), global batch 12.
+ */
+const IJEPA = [
+  '--backbone',
+  'vit_tiny',
+  '--batch-size',
+  '12',
+  ...ARG('predictorEmbedDim=12', 'predictorDepth=1', 'contextPatches=4', 'targetScaleMin=0.1', 'targetScaleMax=0.4'),
+];
+
 /** Per built-in method: its verify runs (only what must differ from the small defaults). */
 export const TABLE: Record<string, VerifyRow[]> = {
   simclr: [{ devices: 3, claim: 'NT-Xent over the gathered batch', args: SMALL_PROJECTOR }],
@@ -194,6 +207,7 @@ export const TABLE: Record<string, VerifyRow[]> = {
     },
     { devices: 2, claim: "negative control: SIGReg of each rank's own batch", args: LEJEPA, control: 'lejepa_local' },
   ],
+  ijepa: [{ devices: 3, claim: 'multi-block masks keyed by the global sample index, the target-patch count all-reduced, the EMA target encoder', args: IJEPA }],
 };
 
 /** Entry id of row `i` of `method`'s rows. */
