@@ -35,6 +35,7 @@ global ones (check_rank_split).
 
 import argparse
 import json
+import math
 import os
 import sys
 import warnings
@@ -418,6 +419,41 @@ def lejepa(t, h, r, w):
     return (1 - lam) * inv + lam * sigreg, {}, {}
 
 
+def msn_sinkhorn(q, iters):
+    """MSN's distributed_sinkhorn (msn/src/losses.py) on the GLOBAL batch's rows (what its all-reduced sums compute)."""
+    with torch.no_grad():
+        Q = q.t()
+        B = Q.shape[1]
+        K_ = Q.shape[0]
+        Q = Q / torch.sum(Q)
+        for _ in range(iters):
+            Q = Q / torch.sum(Q, dim=1, keepdim=True)
+            Q = Q / K_
+            Q = Q / torch.sum(Q, dim=0, keepdim=True)
+            Q = Q / B
+        return (Q * B).t()
+
+
+def msn(t, h, r, w):
+    """MSN's init_msn_loss (msn/src/losses.py, lightly MSNLoss): probs = softmax(normalize(a) normalize(P)^T / tau);
+    targets sharpened (p ** (1/T), renormalised) and Sinkhorn-balanced over the GLOBAL batch, no gradient;
+    cross-entropy over rank r's anchor rows; ME-MAX of the anchors' mean probability over the GLOBAL batch."""
+    protos = F.normalize(t["prototypes"], dim=1)
+    anchors = numbered(t, "anchor")
+    with torch.no_grad():
+        p = F.softmax(F.normalize(t["target"], dim=1) @ protos.T / h["temperature"], dim=1)
+        q = p ** (1.0 / h["sharpenTemperature"])
+        q = q / q.sum(dim=1, keepdim=True)
+        if int(h["sinkhornIterations"]) > 0:
+            q = msn_sinkhorn(q, int(h["sinkhornIterations"]))
+    probs = [F.softmax(F.normalize(a, dim=1) @ protos.T / h["temperature"], dim=1) for a in anchors]
+    ce = sum(torch.mean(torch.sum(torch.log(local(pa, r, w) ** (-local(q, r, w))), dim=1)) for pa in probs) / len(probs)
+    # AllReduce of every rank's mean (equal batches): the mean over all anchor rows of the global batch
+    avg = sum(sum(local(pa, q_, w).sum(0) for pa in probs) for q_ in range(w)) / (len(probs) * anchors[0].shape[0])
+    me_max = -torch.sum(torch.log(avg ** (-avg))) + math.log(float(len(avg)))
+    return ce + h["meMaxWeight"] * me_max, {}, {}
+
+
 def off_diagonal(x):
     n, m = x.shape
     return x.flatten()[:-1].view(n - 1, n + 1)[:, 1:].flatten()
@@ -500,6 +536,7 @@ LOSSES = {
     "mmcr": mmcr,
     "simdino": simdino,
     "lejepa": lejepa,
+    "msn": msn,
 }
 
 CONVENTIONS = {
@@ -570,6 +607,11 @@ CONVENTIONS = {
     "+ (mean sin(t_j x))^2) of x = view @ a_s over the GLOBAL batch (cos / sin sums all-reduced WITH gradient), "
     "t on [0, tMax] (knots points), phi = exp(-t^2 / 2), w = trapezoid weights doubled times phi; sigreg = mean over views "
     "and projections; loss = (1 - sigregWeight) * prediction + sigregWeight * sigreg",
+    "msn": "MSN init_msn_loss / lightly MSNLoss: anchors, target, prototypes F.normalize-d; anchor probs softmax(a P^T / "
+    "temperature); targets softmax(t P^T / temperature) ** (1 / sharpenTemperature) renormalised, then (sinkhornIterations > 0) "
+    "MSN's distributed_sinkhorn over the GLOBAL batch, no gradient (prototypes included); cross-entropy mean over the anchor "
+    "views of mean_i -sum q log p (rank r's rows); ME-MAX sum pbar log pbar + log K, pbar the mean anchor probability over "
+    "every anchor view and the GLOBAL batch; loss = cross-entropy + meMaxWeight * ME-MAX",
 }
 
 
@@ -788,6 +830,13 @@ def make_inputs(name, g):
         a = randn(g, k, s)
         out["projections"] = entry(a / a.norm(dim=0), None)
         return out, {}
+    if name == "msn":
+        # 3 anchor views (1 global, 2 focal) and the target of 12 samples, 10 prototypes of D = 8.
+        base = randn(g, N, D)
+        out = {f"anchor{v}": entry(base + 0.6 * randn(g, N, D)) for v in range(3)}
+        out["target"] = entry(base + 0.3 * randn(g, N, D))
+        out["prototypes"] = entry(torch.cat([base[:4] + 0.5 * randn(g, 4, D), randn(g, K - 4, D)]), None)
+        return out, {}
     raise KeyError(name)
 
 
@@ -820,6 +869,7 @@ CASES = [
     ("mmcr", "mmcr", 43, {"lambda": 0.005}),
     ("simdino", "simdino", 33, {"eps": 0.5, "alignWeight": 1.0}),
     ("lejepa", "lejepa", 34, {"sigregWeight": 0.02, "globalViews": 3, "tMax": 3.0, "knots": 17}),
+    ("msn", "msn", 35, {"temperature": 0.1, "sharpenTemperature": 0.25, "sinkhornIterations": 3, "meMaxWeight": 1.0}),
 ]
 
 

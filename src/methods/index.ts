@@ -34,3 +34,4 @@ export * from './mmcr.js';
 export * from './registry.js';
 export * from './simdino.js';
 export * from './lejepa.js';
+export * from './msn.js';

@@ -31,6 +31,7 @@ import {
   vibcregLoss,
   vicregLoss,
   wmseLoss,
+  msnLoss,
 } from '../losses/index.js';
 import type { LossCase } from './loss-case-format.js';
 
@@ -244,6 +245,22 @@ const SPECS = {
       tf.tidy(() => {
         const options = { sigregWeight: h(c, 'sigregWeight'), globalViews: h(c, 'globalViews'), tMax: h(c, 'tMax'), knots: h(c, 'knots') };
         return lejepaLoss(numberedTensors(x, 'view'), x.projections as T2, options, g).loss;
+      }),
+  },
+  msn: {
+    inputs: ['anchor#', 'target', 'prototypes'],
+    numbered: { anchor: 1 },
+    hyper: ['temperature', 'sharpenTemperature', 'sinkhornIterations', 'meMaxWeight'],
+    // The logged parts are dropped (disposed by the tidy).
+    run: (c, x, g) =>
+      tf.tidy(() => {
+        const options = {
+          temperature: h(c, 'temperature'),
+          sharpenTemperature: h(c, 'sharpenTemperature'),
+          sinkhornIterations: h(c, 'sinkhornIterations'),
+          meMaxWeight: h(c, 'meMaxWeight'),
+        };
+        return msnLoss(numberedTensors(x, 'anchor'), x.target as T2, x.prototypes as T2, options, g).loss;
       }),
   },
 } satisfies Record<string, CaseLossSpec>;
