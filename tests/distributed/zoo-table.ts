@@ -56,6 +56,17 @@ const SIMDINO = [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')
 /** LeJEPA: the 4 global views of the mlp, a projector 32-8, 16 directions. */
 const LEJEPA = ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')];
 
+/** MSN: vit_tiny, the target and one anchor at 16 px and a focal anchor at 8 px, a head 32-16, 20 prototypes, global batch 12. */
+const MSN = [
+  '--backbone',
+  'vit_tiny',
+  '--batch-size',
+  '12',
+  '--crops',
+  '2x16:0.3-1,1x8:0.05-0.3',
+  ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=20'),
+];
+
 /** Per built-in method: its verify runs (only what must differ from the small defaults). */
 export const TABLE: Record<string, VerifyRow[]> = {
   simclr: [{ devices: 3, claim: 'NT-Xent over the gathered batch', args: SMALL_PROJECTOR }],
@@ -193,6 +204,19 @@ export const TABLE: Record<string, VerifyRow[]> = {
       args: LEJEPA,
     },
     { devices: 2, claim: "negative control: SIGReg of each rank's own batch", args: LEJEPA, control: 'lejepa_local' },
+  ],
+  msn: [
+    {
+      devices: 3,
+      claim: 'ME-MAX of the global batch (anchor probabilities all-reduced), Sinkhorn-Knopp targets over the global batch, keyed patch masks, the EMA target',
+      args: MSN,
+    },
+    {
+      devices: 2,
+      claim: "negative control: ME-MAX of each rank's own mean (lightly's MSNLoss)",
+      args: [...MSN, ...ARG('sinkhornIterations=0')],
+      control: 'msn_local',
+    },
   ],
 };
 
