@@ -35,3 +35,4 @@ export * from './registry.js';
 export * from './simdino.js';
 export * from './lejepa.js';
 export * from './msn.js';
+export * from './vicregl.js';

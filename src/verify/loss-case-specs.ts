@@ -32,6 +32,7 @@ import {
   vicregLoss,
   wmseLoss,
   msnLoss,
+  vicreglLoss,
 } from '../losses/index.js';
 import type { LossCase } from './loss-case-format.js';
 
@@ -261,6 +262,23 @@ const SPECS = {
           meMaxWeight: h(c, 'meMaxWeight'),
         };
         return msnLoss(numberedTensors(x, 'anchor'), x.target as T2, x.prototypes as T2, options, g).loss;
+      }),
+  },
+  vicregl: {
+    inputs: ['embedding#', 'map#'],
+    numbered: { embedding: 2, map: 2 },
+    hyper: ['alpha', 'invWeight', 'varWeight', 'covWeight', 'matchesThere', 'matchesBack'],
+    // The logged parts are dropped (disposed by the tidy).
+    run: (c, x, g) =>
+      tf.tidy(() => {
+        const options = {
+          alpha: h(c, 'alpha'),
+          invWeight: h(c, 'invWeight'),
+          varWeight: h(c, 'varWeight'),
+          covWeight: h(c, 'covWeight'),
+          numMatches: [h(c, 'matchesThere'), h(c, 'matchesBack')] as const,
+        };
+        return vicreglLoss(numberedTensors(x, 'embedding'), numberedTensors(x, 'map') as unknown as tf.Tensor3D[], options, g).loss;
       }),
   },
 } satisfies Record<string, CaseLossSpec>;
