@@ -68,7 +68,8 @@ const EPS = 1e-4;
  * `group` (W ranks, N = W·B): the MSE terms are means over this rank's rows; every variance
  * and covariance is that of the global batch ({@link viewStatistics} and {@link centredGrams}
  * of src/losses/vicreg.ts: column sums and centred Gram matrices all-reduced with their
- * gradient), so every rank gets the global statistics. The matching is per sample (no
+ * gradient: two all-reduces forward and two backward for the embeddings, as many for every
+ * matched location together), so every rank gets the global statistics. The matching is per sample (no
  * collective); its distances are read back to the host. The reference gathers the maps
  * (`gather_center`), so its statistics are global too; it applies `num_matches` to its
  * location-based matching (feature matching keeps every location, `l2_all_matches=1`), and its
@@ -107,12 +108,9 @@ export function vicreglLoss(embeddings: tf.Tensor2D[], maps: tf.Tensor3D[], opti
     const variance = tf.div(tf.addN(stats.map((s) => s.varianceHinge)), stats.length);
     const covariance = tf.div(tf.addN(stats.map((s) => s.offDiagonal)), stats.length * d);
     const global = tf.addN([tf.mul(inv, o.invWeight), tf.mul(variance, o.varWeight), tf.mul(covariance, o.covWeight)]) as Scalar;
-    const pairTerms = pairs.map(([i, j]) => {
-      const there = matchedTerms(...matchOnFeatures(maps[i]!, maps[j]!, o.numMatches[0]), o, layout);
-      const back = matchedTerms(...matchOnFeatures(maps[j]!, maps[i]!, o.numMatches[1]), o, layout);
-      return tf.div(tf.add(there, back), 2);
-    });
-    const local = tf.div(tf.addN(pairTerms), pairs.length) as Scalar;
+    // Both directions of every pair, then the statistics of all their locations from one pair of collectives.
+    const matches = pairs.flatMap(([i, j]) => [matchOnFeatures(maps[i]!, maps[j]!, o.numMatches[0]), matchOnFeatures(maps[j]!, maps[i]!, o.numMatches[1])]);
+    const local = tf.div(tf.addN(matchedTerms(matches, o, layout)), matches.length) as Scalar; // mean over pairs of the directions' mean
     const loss = tf.add(tf.mul(global, o.alpha), tf.mul(local, 1 - o.alpha)) as Scalar;
     return { loss, global, local };
   });
@@ -155,19 +153,26 @@ function matchOnFeatures(input: tf.Tensor3D, candidate: tf.Tensor3D, k: number):
 }
 
 /**
- * The reference's `_vicreg_loss` of matched pairs `x`, `y` `[B, M, C]`, its three terms
+ * The reference's `_vicreg_loss` of each matched pair `(x, y)` `[B, M_q, C]`, its three terms
  * weighted and summed: invariance MSE over this rank's rows; variance hinge and covariance of
- * each location m over the global batch (the M·2 centred Gram matrices `[C, C]` from
- * {@link centredGrams}), each halved between x and y.
+ * each location m over the global batch, each halved between x and y. The centred Gram matrices
+ * `[C, C]` of every location of every pair come from one {@link centredGrams} (two all-reduces
+ * forward, two backward).
  */
-function matchedTerms(x: tf.Tensor3D, y: tf.Tensor3D, o: Required<VicreglOptions>, layout: BatchLayout): Scalar {
-  const [, m, c] = x.shape;
-  const invariance = tf.mean(tf.squaredDifference(x, y));
-  const covs = tf.div(tf.stack(centredGrams([...tf.unstack(x, 1), ...tf.unstack(y, 1)] as tf.Tensor2D[], layout)), layout.globalBatch - 1); // [2M, C, C]
+function matchedTerms(matches: Array<[tf.Tensor3D, tf.Tensor3D]>, o: Required<VicreglOptions>, layout: BatchLayout): Scalar[] {
+  const c = matches[0]![0].shape[2];
+  const columns = matches.flatMap(([x, y]) => [...tf.unstack(x, 1), ...tf.unstack(y, 1)]) as tf.Tensor2D[];
+  const covs = tf.div(tf.stack(centredGrams(columns, layout)), layout.globalBatch - 1); // [Σ 2 M_q, C, C]
   const eye = tf.eye(c);
-  const std = tf.sqrt(tf.add(tf.sum(tf.mul(covs, eye), 2), EPS)); // [2M, C]
-  const variance = tf.mean(tf.relu(tf.sub(1, std))); // ½ (x's mean + y's mean) = the mean over both
-  const offDiagonal = tf.sum(tf.square(tf.mul(covs, tf.sub(1, eye)))); // Σ over the 2M matrices
-  const covariance = tf.div(offDiagonal, 2 * m * c); // ½ (mean_m of x's / C + mean_m of y's / C)
-  return tf.addN([tf.mul(invariance, o.invWeight), tf.mul(variance, o.varWeight), tf.mul(covariance, o.covWeight)]) as Scalar;
+  let at = 0;
+  return matches.map(([x, y]) => {
+    const m = x.shape[1];
+    const cov = tf.slice(covs, [at, 0, 0], [2 * m, c, c]); // x's M, then y's
+    at += 2 * m;
+    const invariance = tf.mean(tf.squaredDifference(x, y));
+    const std = tf.sqrt(tf.add(tf.sum(tf.mul(cov, eye), 2), EPS)); // [2M, C]
+    const variance = tf.mean(tf.relu(tf.sub(1, std))); // ½ (x's mean + y's mean) = the mean over both
+    const covariance = tf.div(tf.sum(tf.square(tf.mul(cov, tf.sub(1, eye)))), 2 * m * c); // ½ (mean_m of x's / C + mean_m of y's / C)
+    return tf.addN([tf.mul(invariance, o.invWeight), tf.mul(variance, o.varWeight), tf.mul(covariance, o.covWeight)]) as Scalar;
+  });
 }

@@ -67,6 +67,15 @@ const MSN = [
   ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=20'),
 ];
 
+/** VICRegL: tiny_resnet on 2 global 16 px crops (4x4 maps) and a local 8 px one (2x2), small heads, 6 and 2 matches. */
+const VICREGL = [
+  '--backbone',
+  'tiny_resnet',
+  '--crops',
+  '2x16:0.2-1,1x8:0.05-0.3',
+  ...ARG('projHiddenDim=32', 'projOutputDim=16', 'mapsHiddenDim=16', 'mapsOutputDim=8', 'matchesThere=6', 'matchesBack=2'),
+];
+
 /** Per built-in method: its verify runs (only what must differ from the small defaults). */
 export const TABLE: Record<string, VerifyRow[]> = {
   simclr: [{ devices: 3, claim: 'NT-Xent over the gathered batch', args: SMALL_PROJECTOR }],
@@ -217,6 +226,14 @@ export const TABLE: Record<string, VerifyRow[]> = {
       args: [...MSN, ...ARG('sinkhornIterations=0')],
       control: 'msn_local',
     },
+  ],
+  vicregl: [
+    {
+      devices: 3,
+      claim: 'variance and covariance of the embeddings and of every matched feature-map location over the global batch',
+      args: VICREGL,
+    },
+    { devices: 2, claim: "negative control: the feature maps' variance and covariance of each rank's own batch", args: VICREGL, control: 'vicregl_local' },
   ],
 };
 

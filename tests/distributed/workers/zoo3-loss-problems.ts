@@ -11,15 +11,22 @@
  *   rank's SIGReg gradient is 1/W of what the scale convention needs (after DDP's averaging,
  *   1/W of the one-process gradient);
  * - `msn-local-statistics`: MSN's ME-MAX of each rank's own mean anchor probability (lightly's
- *   `MSNLoss`) and its Sinkhorn-Knopp targets balanced within each rank's batch.
- * The first two and the last are the real loss called with a one-process group; the third the real loss
+ *   `MSNLoss`) and its Sinkhorn-Knopp targets balanced within each rank's batch;
+ * - `vicregl-local-stats`: VICRegL's variances and covariances of each rank's own batch.
+ * The first two and the last two are the real loss called with a one-process group; the third the real loss
  * with a group whose all-reduce is the identity once the backward pass has started.
  */
 import { SingleProcessGroup, type ProcessGroup } from '../../../src/core/process-group.js';
 import { tf, type Scalar } from '../../../src/core/tf.js';
 import { caseLossSpec, type CaseLossFn } from '../../../src/verify/index.js';
 
-export const ZOO3_WRONG_VARIANTS = ['simdino-local-coding-rate', 'lejepa-local-stats', 'lejepa-no-grad-all-reduce', 'msn-local-statistics'] as const;
+export const ZOO3_WRONG_VARIANTS = [
+  'simdino-local-coding-rate',
+  'lejepa-local-stats',
+  'lejepa-no-grad-all-reduce',
+  'msn-local-statistics',
+  'vicregl-local-stats',
+] as const;
 export type Zoo3WrongVariant = (typeof ZOO3_WRONG_VARIANTS)[number];
 
 /** The case each wrong variant is checked against. */
@@ -28,6 +35,7 @@ export const ZOO3_WRONG_VARIANT_OF: Record<Zoo3WrongVariant, string> = {
   'lejepa-local-stats': 'lejepa',
   'lejepa-no-grad-all-reduce': 'lejepa',
   'msn-local-statistics': 'msn',
+  'vicregl-local-stats': 'vicregl',
 };
 
 /** The file's loss on this rank's batch alone. */
@@ -81,4 +89,5 @@ export const ZOO3_WRONG: Record<Zoo3WrongVariant, CaseLossFn> = {
   'lejepa-local-stats': local,
   'lejepa-no-grad-all-reduce': noGradAllReduce,
   'msn-local-statistics': local,
+  'vicregl-local-stats': local,
 };
