@@ -35,6 +35,7 @@ global ones (check_rank_split).
 
 import argparse
 import json
+import math
 import os
 import sys
 import warnings
@@ -431,6 +432,91 @@ def ijepa(t, h, r, w):
 
     rows = sum(local(t["predictions"], q, w).shape[0] for q in range(w))  # the all-reduced count
     return w * summed(r) / (rows * t["predictions"].shape[1]), {}, {}
+def msn_sinkhorn(q, iters):
+    """MSN's distributed_sinkhorn (msn/src/losses.py) on the GLOBAL batch's rows (what its all-reduced sums compute)."""
+    with torch.no_grad():
+        Q = q.t()
+        B = Q.shape[1]
+        K_ = Q.shape[0]
+        Q = Q / torch.sum(Q)
+        for _ in range(iters):
+            Q = Q / torch.sum(Q, dim=1, keepdim=True)
+            Q = Q / K_
+            Q = Q / torch.sum(Q, dim=0, keepdim=True)
+            Q = Q / B
+        return (Q * B).t()
+
+
+def msn(t, h, r, w):
+    """MSN's init_msn_loss (msn/src/losses.py, lightly MSNLoss): probs = softmax(normalize(a) normalize(P)^T / tau);
+    targets sharpened (p ** (1/T), renormalised) and Sinkhorn-balanced over the GLOBAL batch, no gradient;
+    cross-entropy over rank r's anchor rows; ME-MAX of the anchors' mean probability over the GLOBAL batch."""
+    protos = F.normalize(t["prototypes"], dim=1)
+    anchors = numbered(t, "anchor")
+    with torch.no_grad():
+        p = F.softmax(F.normalize(t["target"], dim=1) @ protos.T / h["temperature"], dim=1)
+        q = p ** (1.0 / h["sharpenTemperature"])
+        q = q / q.sum(dim=1, keepdim=True)
+        if int(h["sinkhornIterations"]) > 0:
+            q = msn_sinkhorn(q, int(h["sinkhornIterations"]))
+    probs = [F.softmax(F.normalize(a, dim=1) @ protos.T / h["temperature"], dim=1) for a in anchors]
+    ce = sum(torch.mean(torch.sum(torch.log(local(pa, r, w) ** (-local(q, r, w))), dim=1)) for pa in probs) / len(probs)
+    # AllReduce of every rank's mean (equal batches): the mean over all anchor rows of the global batch
+    avg = sum(sum(local(pa, q_, w).sum(0) for pa in probs) for q_ in range(w)) / (len(probs) * anchors[0].shape[0])
+    me_max = -torch.sum(torch.log(avg ** (-avg))) + math.log(float(len(avg)))
+    return ce + h["meMaxWeight"] * me_max, {}, {}
+
+
+def vicregl_nn(inp, cand, k):
+    """VICRegL's neirest_neighbores_on_l2: each location's nearest candidate (cdist), the k closest kept in location order."""
+    b, l, _ = inp.shape
+    k = min(k, l)
+    with torch.no_grad():
+        dist, nn = torch.cdist(inp, cand).min(dim=2)  # [B, L]
+        order = torch.sort(dist, dim=1, stable=True).indices[:, :k]
+        kept = torch.sort(order, dim=1).values  # [B, k] location order
+        nn_kept = torch.gather(nn, 1, kept)
+    pick = lambda t, idx: torch.gather(t, 1, idx.unsqueeze(-1).expand(-1, -1, t.shape[2]))
+    return pick(inp, kept), pick(cand, nn_kept)
+
+
+def vicregl_matched(x, y, h, r, w):
+    """VICRegL's _vicreg_loss on matched [N, M, C] pairs: MSE over rank r's rows; gather_center over the GLOBAL batch."""
+    inv = F.mse_loss(local(x, r, w), local(y, r, w))
+    def stats(z):
+        z = z - z.mean(dim=0)
+        std = torch.sqrt(z.var(dim=0) + 0.0001)
+        zt = z.permute(1, 0, 2)
+        n, c = zt.shape[1], zt.shape[2]
+        cov = torch.einsum("...nc,...nd->...cd", zt, zt) / (n - 1)
+        off = ~torch.eye(c, dtype=torch.bool)
+        return torch.mean(F.relu(1.0 - std)), (cov[..., off].pow(2).sum(-1) / c).mean()
+    vx, cx = stats(x)
+    vy, cy = stats(y)
+    return h["invWeight"] * inv + h["varWeight"] * (vx / 2 + vy / 2) + h["covWeight"] * (cx / 2 + cy / 2)
+
+
+def vicregl(t, h, r, w):
+    """VICRegL global_loss + local_loss (feature matching only, every pair counted): views 0, 1 global."""
+    emb = numbered(t, "embedding")
+    maps = numbered(t, "map")
+    pairs = [(i, j) for i in range(2) for j in range(len(emb)) if j != i]
+    inv = sum(F.mse_loss(local(emb[i], r, w), local(emb[j], r, w)) for i, j in pairs) / len(pairs)
+    var, cov = 0, 0
+    for e in emb:
+        x = e - e.mean(dim=0)
+        std = torch.sqrt(x.var(dim=0) + 0.0001)
+        var = var + torch.mean(F.relu(1.0 - std))
+        c = x.T @ x / (x.shape[0] - 1)
+        cov = cov + off_diagonal(c).pow(2).sum() / e.shape[1]
+    glob = h["invWeight"] * inv + h["varWeight"] * var / len(emb) + h["covWeight"] * cov / len(emb)
+    loc = 0
+    for i, j in pairs:
+        x1, y1 = vicregl_nn(maps[i], maps[j], int(h["matchesThere"]))
+        x2, y2 = vicregl_nn(maps[j], maps[i], int(h["matchesBack"]))
+        loc = loc + (vicregl_matched(x1, y1, h, r, w) + vicregl_matched(x2, y2, h, r, w)) / 2
+    loc = loc / len(pairs)
+    return h["alpha"] * glob + (1 - h["alpha"]) * loc, {}, {}
 
 
 def off_diagonal(x):
@@ -516,6 +602,8 @@ LOSSES = {
     "simdino": simdino,
     "lejepa": lejepa,
     "ijepa": ijepa,
+    "msn": msn,
+    "vicregl": vicregl,
 }
 
 CONVENTIONS = {
@@ -589,6 +677,18 @@ CONVENTIONS = {
     "ijepa": "I-JEPA (src/train.py): targets F.layer_norm-ed over their D features (no affine, eps 1e-5) and detached; "
     "smooth_l1 (beta; hyper mse = 0) or squared error (mse = 1) summed over rank r's rows, divided by D times the number of "
     "target rows of the GLOBAL batch, times W",
+    "msn": "MSN init_msn_loss / lightly MSNLoss: anchors, target, prototypes F.normalize-d; anchor probs softmax(a P^T / "
+    "temperature); targets softmax(t P^T / temperature) ** (1 / sharpenTemperature) renormalised, then (sinkhornIterations > 0) "
+    "MSN's distributed_sinkhorn over the GLOBAL batch, no gradient (prototypes included); cross-entropy mean over the anchor "
+    "views of mean_i -sum q log p (rank r's rows); ME-MAX sum pbar log pbar + log K, pbar the mean anchor probability over "
+    "every anchor view and the GLOBAL batch; loss = cross-entropy + meMaxWeight * ME-MAX",
+    "vicregl": "VICRegL global_loss + local_loss (main_vicregl.py) with feature (L2) matching only: views 0, 1 global, "
+    "pairs (i < 2, j != i); global = invWeight * mean_pairs mse(e_i, e_j) (rank r's rows) + varWeight * mean_v mean "
+    "relu(1 - sqrt(var + 1e-4)) + covWeight * mean_v sum offdiag(C_v)^2 / D over the GLOBAL batch; local = mean_pairs of "
+    "(T(nn(m_i -> m_j, matchesThere)) + T(nn(m_j -> m_i, matchesBack))) / 2, nn: each location's nearest (cdist) location "
+    "of the same sample, the k closest kept in location order; T = _vicreg_loss: invWeight * mse (rank r's rows) + "
+    "varWeight * (hinge_x + hinge_y) / 2 + covWeight * (cov_x + cov_y) / 2, per-location statistics over the GLOBAL "
+    "batch (gather_center); loss = alpha * global + (1 - alpha) * local",
 }
 
 
@@ -813,6 +913,23 @@ def make_inputs(name, g):
         targets = 1.5 * randn(g, N, D) + 0.7
         normalised = F.layer_norm(targets, (D,))
         return {"predictions": entry(normalised + 0.9 * randn(g, N, D)), "targets": entry(targets)}, {}
+    if name == "msn":
+        # 3 anchor views (1 global, 2 focal) and the target of 12 samples, 10 prototypes of D = 8.
+        base = randn(g, N, D)
+        out = {f"anchor{v}": entry(base + 0.6 * randn(g, N, D)) for v in range(3)}
+        out["target"] = entry(base + 0.3 * randn(g, N, D))
+        out["prototypes"] = entry(torch.cat([base[:4] + 0.5 * randn(g, 4, D), randn(g, K - 4, D)]), None)
+        return out, {}
+    if name == "vicregl":
+        # 3 views (2 global, 1 local) of 12 samples: embeddings D = 8, maps of 3x3, 3x3 and 2x2 locations with C = 4.
+        n, c = N, 4
+        base = randn(g, n, D)
+        out = {f"embedding{v}": entry(base + 0.6 * randn(g, n, D) + 0.1 * v) for v in range(3)}
+        grid = randn(g, n, 9, c)
+        out["map0"] = entry(grid + 0.5 * randn(g, n, 9, c))
+        out["map1"] = entry(grid[:, torch.randperm(9, generator=g)] + 0.5 * randn(g, n, 9, c))
+        out["map2"] = entry(grid[:, :4] + 0.7 * randn(g, n, 4, c))
+        return out, {}
     raise KeyError(name)
 
 
@@ -846,6 +963,8 @@ CASES = [
     ("simdino", "simdino", 33, {"eps": 0.5, "alignWeight": 1.0}),
     ("lejepa", "lejepa", 34, {"sigregWeight": 0.02, "globalViews": 3, "tMax": 3.0, "knots": 17}),
     ("ijepa", "ijepa", 35, {"beta": 1.0, "mse": 0}),
+    ("msn", "msn", 35, {"temperature": 0.1, "sharpenTemperature": 0.25, "sinkhornIterations": 3, "meMaxWeight": 1.0}),
+    ("vicregl", "vicregl", 36, {"alpha": 0.75, "invWeight": 25.0, "varWeight": 25.0, "covWeight": 1.0, "matchesThere": 5, "matchesBack": 3}),
 ]
 
 

@@ -1,6 +1,7 @@
 import { Layer } from '../core/module.js';
 import type { NormKind } from '../core/layers.js';
 import type { Rng } from '../core/random.js';
+import type { Tensor } from '../core/tf.js';
 
 /**
  * A feature extractor: images `[B, H, W, C]` (NHWC) to features `[B, featureDim]`.
@@ -14,6 +15,20 @@ export abstract class Backbone extends Layer {
    * (convolutions and global average pooling: crops smaller than the image, multi-crop).
    */
   readonly inputSize: number | undefined = undefined;
+}
+
+/**
+ * A backbone whose features are the global average of a spatial map (the ResNets): it also
+ * gives the map before that pooling, for losses on local features (VICRegL).
+ */
+export interface SpatialBackbone {
+  /** `[B, H, W, C] -> [B, h, w, featureDim]`: the last stage's output before the global average pooling. */
+  featureMap(x: Tensor): Tensor;
+}
+
+/** Whether `backbone` gives its feature maps ({@link SpatialBackbone}). */
+export function hasFeatureMaps(backbone: Backbone): backbone is Backbone & SpatialBackbone {
+  return typeof (backbone as Partial<SpatialBackbone>).featureMap === 'function';
 }
 
 /** What every backbone factory receives. */

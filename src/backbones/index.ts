@@ -10,7 +10,7 @@ import { resnet18, resnet50 } from './resnet.js';
 import { tinyResnet } from './tiny-resnet.js';
 import { vitSmall, vitTiny } from './vit.js';
 
-export { Backbone, type BackboneOptions } from './base.js';
+export { Backbone, hasFeatureMaps, type BackboneOptions, type SpatialBackbone } from './base.js';
 // The norm layers and helpers (GroupNorm, LayerNorm, normLayer, defaultNumGroups, NormKind,
 // NORM_KINDS) live in src/core/layers.ts and are exported from the package root;
 // `hasBatchNorm` (the gradient cache's refusal check) in src/methods/base.ts.

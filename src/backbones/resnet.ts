@@ -7,7 +7,7 @@ import { childLayer, Conv2d, GlobalAvgPool, Identity, MaxPool2d, normLayer, Sequ
 import { Layer } from '../core/module.js';
 import type { Rng } from '../core/random.js';
 import { tf, type Tensor } from '../core/tf.js';
-import { Backbone, type BackboneOptions } from './base.js';
+import { Backbone, type BackboneOptions, type SpatialBackbone } from './base.js';
 
 /** The 1x1 convolution + norm (batch norm by default) that matches the shortcut to a block's output shape. */
 function downsample(inPlanes: number, outPlanes: number, stride: number, rng: Rng, norm: NormKind): Sequential {
@@ -105,7 +105,7 @@ export interface BlockType {
  * `norm` (BackboneOptions) swaps every batch norm for group norm (32 groups) or layer norm
  * (`GroupNorm(1, C)`), same names, same γ=1, β=0.
  */
-export class ResNet extends Backbone {
+export class ResNet extends Backbone implements SpatialBackbone {
   readonly featureDim: number;
   /** Children applied after the stem's conv1, bn1 and ReLU, in order. */
   private readonly stages: string[] = ['maxpool'];
@@ -141,6 +141,14 @@ export class ResNet extends Backbone {
     return tf.tidy(() => {
       const stem = tf.relu(childLayer(this, 'bn1').forward(childLayer(this, 'conv1').forward(x)));
       return this.stages.reduce((h, name) => childLayer(this, name).forward(h), stem);
+    });
+  }
+
+  /** `[B, H, W, inChannels] -> [B, h, w, featureDim]`: the last stage's output, the map {@link forward} averages. */
+  featureMap(x: Tensor): Tensor {
+    return tf.tidy(() => {
+      const stem = tf.relu(childLayer(this, 'bn1').forward(childLayer(this, 'conv1').forward(x)));
+      return this.stages.slice(0, -1).reduce((h, name) => childLayer(this, name).forward(h), stem);
     });
   }
 }

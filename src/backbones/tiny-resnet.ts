@@ -1,6 +1,6 @@
 import { childLayer, Conv2d, GlobalAvgPool, normLayer } from '../core/layers.js';
 import { tf, type Tensor } from '../core/tf.js';
-import { Backbone, type BackboneOptions } from './base.js';
+import { Backbone, type BackboneOptions, type SpatialBackbone } from './base.js';
 import { BasicBlock } from './resnet.js';
 
 /**
@@ -13,7 +13,7 @@ import { BasicBlock } from './resnet.js';
  * average pooling. 28x28 inputs give 28, 14 and 7 pixel maps. With `norm`, every batch norm
  * is a group norm (32 groups) or a layer norm (`GroupNorm(1, C)`) under the same name.
  */
-export class TinyResNet extends Backbone {
+export class TinyResNet extends Backbone implements SpatialBackbone {
   readonly featureDim = 128;
 
   constructor(options: BackboneOptions) {
@@ -33,6 +33,14 @@ export class TinyResNet extends Backbone {
     return tf.tidy(() => {
       const stem = tf.relu(childLayer(this, 'bn1').forward(childLayer(this, 'conv1').forward(x)));
       return ['layer1', 'layer2', 'layer3', 'avgpool'].reduce((h, name) => childLayer(this, name).forward(h), stem);
+    });
+  }
+
+  /** `[B, H, W, inChannels] -> [B, h, w, 128]`: `layer3`'s output, the map {@link forward} averages. */
+  featureMap(x: Tensor): Tensor {
+    return tf.tidy(() => {
+      const stem = tf.relu(childLayer(this, 'bn1').forward(childLayer(this, 'conv1').forward(x)));
+      return ['layer1', 'layer2', 'layer3'].reduce((h, name) => childLayer(this, name).forward(h), stem);
     });
   }
 }

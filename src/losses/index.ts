@@ -37,3 +37,5 @@ export { mmcrLoss, type MmcrOptions } from './mmcr.js';
 export { simdinoLoss, SIMDINO_EPS, type SimDinoOptions, type SimDinoResult } from './simdino.js';
 export { lejepaLoss, LEJEPA_DEFAULTS, type LejepaOptions, type LejepaResult } from './lejepa.js';
 export { ijepaLoss, IJEPA_TARGET_LAYER_NORM_EPS, type IjepaDistance, type IjepaLossOptions } from './ijepa.js';
+export { msnLoss, MSN_DEFAULTS, type MsnOptions, type MsnResult } from './msn.js';
+export { vicreglLoss, VICREGL_DEFAULTS, type VicreglOptions, type VicreglResult } from './vicregl.js';

@@ -95,13 +95,9 @@ export function vicregLossWithTerms(z1: tf.Tensor2D, z2: tf.Tensor2D, options: V
 /**
  * Each view's global statistics: `mean_j relu(γ − sqrt(C_jj + eps))` and `Σ_{i≠j} C_ij²`,
  * with `C = zcᵀ zc / (N − 1)` `[D, D]` built from all-reduced sums ({@link centredGrams}).
+ * `views`: V tensors `[B, D]` (also VICRegL's, src/losses/vicregl.ts).
  */
-function viewStatistics(
-  views: [tf.Tensor2D, tf.Tensor2D],
-  gamma: number,
-  eps: number,
-  layout: BatchLayout,
-): Array<{ varianceHinge: Scalar; offDiagonal: Scalar }> {
+export function viewStatistics(views: tf.Tensor2D[], gamma: number, eps: number, layout: BatchLayout): Array<{ varianceHinge: Scalar; offDiagonal: Scalar }> {
   const covs = centredGrams(views, layout).map((gram) => tf.div(gram, layout.globalBatch - 1) as tf.Tensor2D); // [D, D] each
   return covs.map((cov) => {
     const std = tf.sqrt(tf.add(diagonal(cov), eps)); // [D]

@@ -44,3 +44,5 @@ export {
   type MultiBlockOptions,
 } from './ijepa-masking.js';
 export { IjepaPredictor, type IjepaPredictorOptions } from './ijepa-predictor.js';
+export * from './msn.js';
+export * from './vicregl.js';

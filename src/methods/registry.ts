@@ -29,6 +29,8 @@ import { MMCR } from './mmcr.js';
 import { SimDINO } from './simdino.js';
 import { LeJEPA } from './lejepa.js';
 import { IJEPA } from './ijepa.js';
+import { MSN } from './msn.js';
+import { VICRegL } from './vicregl.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -137,6 +139,8 @@ const BUILT_IN: Record<string, MethodClass> = {
   simdino: SimDINO,
   lejepa: LeJEPA,
   ijepa: IJEPA,
+  msn: MSN,
+  vicregl: VICRegL,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

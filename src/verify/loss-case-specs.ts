@@ -32,6 +32,8 @@ import {
   vibcregLoss,
   vicregLoss,
   wmseLoss,
+  msnLoss,
+  vicreglLoss,
 } from '../losses/index.js';
 import type { LossCase } from './loss-case-format.js';
 
@@ -251,6 +253,39 @@ const SPECS = {
     inputs: ['predictions', 'targets'],
     hyper: ['beta', 'mse'],
     run: (c, x, g) => ijepaLoss(x.predictions as T2, x.targets as T2, { distance: h(c, 'mse') === 1 ? 'mse' : 'smooth_l1', beta: h(c, 'beta') }, g),
+  },
+  msn: {
+    inputs: ['anchor#', 'target', 'prototypes'],
+    numbered: { anchor: 1 },
+    hyper: ['temperature', 'sharpenTemperature', 'sinkhornIterations', 'meMaxWeight'],
+    // The logged parts are dropped (disposed by the tidy).
+    run: (c, x, g) =>
+      tf.tidy(() => {
+        const options = {
+          temperature: h(c, 'temperature'),
+          sharpenTemperature: h(c, 'sharpenTemperature'),
+          sinkhornIterations: h(c, 'sinkhornIterations'),
+          meMaxWeight: h(c, 'meMaxWeight'),
+        };
+        return msnLoss(numberedTensors(x, 'anchor'), x.target as T2, x.prototypes as T2, options, g).loss;
+      }),
+  },
+  vicregl: {
+    inputs: ['embedding#', 'map#'],
+    numbered: { embedding: 2, map: 2 },
+    hyper: ['alpha', 'invWeight', 'varWeight', 'covWeight', 'matchesThere', 'matchesBack'],
+    // The logged parts are dropped (disposed by the tidy).
+    run: (c, x, g) =>
+      tf.tidy(() => {
+        const options = {
+          alpha: h(c, 'alpha'),
+          invWeight: h(c, 'invWeight'),
+          varWeight: h(c, 'varWeight'),
+          covWeight: h(c, 'covWeight'),
+          numMatches: [h(c, 'matchesThere'), h(c, 'matchesBack')] as const,
+        };
+        return vicreglLoss(numberedTensors(x, 'embedding'), numberedTensors(x, 'map') as unknown as tf.Tensor3D[], options, g).loss;
+      }),
   },
 } satisfies Record<string, CaseLossSpec>;
 

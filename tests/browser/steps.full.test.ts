@@ -24,9 +24,12 @@ const SPECS: StepSpec[] = [
   { method: 'ijepa', backbone: 'vit_tiny', args: { predictorEmbedDim: 12, predictorDepth: 1, contextPatches: 4 }, ...COMMON, imageSize: 16, patchSize: 4 },
 ];
 
+/** The methods that refuse the mlp: MSN takes a ViT (its masked anchors), VICRegL a ResNet (its feature maps). */
+const NOT_MLP: Record<string, { backbone: string; patchSize?: number }> = { msn: { backbone: 'vit_tiny', patchSize: 4 }, vicregl: { backbone: 'tiny_resnet' } };
+
 /**
- * Every built-in method but MAE and I-JEPA (a ViT's: above) on the mlp backbone, two steps, batch 12,
- * with SGD, LARS and AdamW in turn.
+ * Every built-in method but MAE and I-JEPA (a ViT's: above) on the mlp backbone (MSN and VICRegL on theirs,
+ * {@link NOT_MLP}), two steps, batch 12, with SGD, LARS and AdamW in turn.
  * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions).
  */
 function everyMethodSpecs(): StepSpec[] {
@@ -34,6 +37,7 @@ function everyMethodSpecs(): StepSpec[] {
   return zoo.BUILT_IN_METHODS.filter((method) => method !== 'mae' && method !== 'ijepa').map((method, i) => ({
     ...{ method, backbone: 'mlp', args: { ...smallArgs(zoo, method), ...(method === 'wmse' ? { whiteningSize: 12 } : {}) } },
     ...{ imageSize: 8, channels: 3, batchSize: 12, steps: 2, seed: 11, optimizer: optimizers[i % 3] },
+    ...NOT_MLP[method],
   }));
 }
 
@@ -115,7 +119,7 @@ describe('browser bundle in headless Chromium', function () {
     );
   });
 
-  it("every other built-in method takes two steps (SGD, LARS or AdamW) on the mlp backbone in the page (JS cpu backend): Node's losses", async () => {
+  it("every other built-in method takes two steps (SGD, LARS or AdamW) on the mlp backbone (msn: vit_tiny, vicregl: tiny_resnet) in the page (JS cpu backend): Node's losses", async () => {
     const specs = everyMethodSpecs();
     const expected: number[][] = [];
     for (const spec of specs) expected.push(await stepLosses(zoo, spec));

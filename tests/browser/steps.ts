@@ -22,7 +22,15 @@ export interface StepSpec {
 }
 
 /** Method arguments that keep any method's heads tiny. */
-export const SMALL_ARGS: Readonly<Record<string, number>> = { projHiddenDim: 16, projOutputDim: 8, predHiddenDim: 16, queueSize: 8, numPrototypes: 5 };
+export const SMALL_ARGS: Readonly<Record<string, number>> = {
+  projHiddenDim: 16,
+  projOutputDim: 8,
+  predHiddenDim: 16,
+  queueSize: 8,
+  numPrototypes: 5,
+  mapsHiddenDim: 8,
+  mapsOutputDim: 4,
+};
 
 /** Small heads, queues and prototypes, for any method: the arguments of {@link SMALL_ARGS} that `method` declares. */
 export function smallArgs(zoo: typeof Zoo, method: string): Record<string, number> {

@@ -69,6 +69,10 @@ const EXPECTED_COLLECTIVES: Record<string, Omit<CollectiveCounts, 'broadcast'>> 
   lejepa: { allGather: 0, reduceScatter: 0, allReduce: 2 },
   // The number of target patches: one all-reduce forward, none backward.
   ijepa: { allGather: 0, reduceScatter: 0, allReduce: 1 },
+  // Sinkhorn-Knopp of the targets: 1 all-reduce max + 3 sums; ME-MAX's anchor probability sums [K]: one forward, one backward.
+  msn: { allGather: 0, reduceScatter: 0, allReduce: 6 },
+  // Column sums and centred Gram matrices: of the embeddings, then of every matched location: 4 forward, 4 backward.
+  vicregl: { allGather: 0, reduceScatter: 0, allReduce: 8 },
 };
 
 /** Cases whose every rank returns the global loss (the others differ between ranks). */
@@ -92,6 +96,8 @@ const CONTROL_EXPECTATIONS: Record<string, (e: CaseErrors) => boolean> = {
   'lejepa-local-stats': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
   // lightly #1920: the values are right, only the gradient (SIGReg's share, 1/W of it) is off.
   'lejepa-no-grad-all-reduce': (e) => e.rankLoss! <= TOL && e.loss <= TOL && e.grad > 1e-2,
+  'msn-local-statistics': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
+  'vicregl-local-stats': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
 };
 
 const cases = loadLossCases(CASES_FILE).cases;

@@ -69,6 +69,26 @@ const IJEPA = [
   ...ARG('predictorEmbedDim=12', 'predictorDepth=1', 'contextPatches=4', 'targetScaleMin=0.1', 'targetScaleMax=0.4'),
 ];
 
+/** MSN: vit_tiny, the target and one anchor at 16 px and a focal anchor at 8 px, a head 32-16, 20 prototypes, global batch 12. */
+const MSN = [
+  '--backbone',
+  'vit_tiny',
+  '--batch-size',
+  '12',
+  '--crops',
+  '2x16:0.3-1,1x8:0.05-0.3',
+  ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=20'),
+];
+
+/** VICRegL: tiny_resnet on 2 global 16 px crops (4x4 maps) and a local 8 px one (2x2), small heads, 6 and 2 matches. */
+const VICREGL = [
+  '--backbone',
+  'tiny_resnet',
+  '--crops',
+  '2x16:0.2-1,1x8:0.05-0.3',
+  ...ARG('projHiddenDim=32', 'projOutputDim=16', 'mapsHiddenDim=16', 'mapsOutputDim=8', 'matchesThere=6', 'matchesBack=2'),
+];
+
 /** Per built-in method: its verify runs (only what must differ from the small defaults). */
 export const TABLE: Record<string, VerifyRow[]> = {
   simclr: [{ devices: 3, claim: 'NT-Xent over the gathered batch', args: SMALL_PROJECTOR }],
@@ -208,6 +228,27 @@ export const TABLE: Record<string, VerifyRow[]> = {
     { devices: 2, claim: "negative control: SIGReg of each rank's own batch", args: LEJEPA, control: 'lejepa_local' },
   ],
   ijepa: [{ devices: 3, claim: 'multi-block masks keyed by the global sample index, the target-patch count all-reduced, the EMA target encoder', args: IJEPA }],
+  msn: [
+    {
+      devices: 3,
+      claim: 'ME-MAX of the global batch (anchor probabilities all-reduced), Sinkhorn-Knopp targets over the global batch, keyed patch masks, the EMA target',
+      args: MSN,
+    },
+    {
+      devices: 2,
+      claim: "negative control: ME-MAX of each rank's own mean (lightly's MSNLoss)",
+      args: [...MSN, ...ARG('sinkhornIterations=0')],
+      control: 'msn_local',
+    },
+  ],
+  vicregl: [
+    {
+      devices: 3,
+      claim: 'variance and covariance of the embeddings and of every matched feature-map location over the global batch',
+      args: VICREGL,
+    },
+    { devices: 2, claim: "negative control: the feature maps' variance and covariance of each rank's own batch", args: VICREGL, control: 'vicregl_local' },
+  ],
 };
 
 /** Entry id of row `i` of `method`'s rows. */

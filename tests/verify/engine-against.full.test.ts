@@ -47,6 +47,13 @@ const ARGS: Record<string, string[]> = {
   simdino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')],
   lejepa: ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')],
   ijepa: ['--backbone', 'vit_tiny', ...ARG('predictorEmbedDim=12', 'predictorDepth=1', 'contextPatches=4')],
+  msn: ['--backbone', 'vit_tiny', '--crops', '2x16:0.3-1', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=20')],
+  vicregl: [
+    '--backbone',
+    'tiny_resnet',
+    ...GLOBAL_CROPS,
+    ...ARG('projHiddenDim=32', 'projOutputDim=16', 'mapsHiddenDim=16', 'mapsOutputDim=8', 'matchesThere=6', 'matchesBack=2'),
+  ],
 };
 
 describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {

@@ -22,6 +22,8 @@ import '../../methods/tico-local.js';
 import '../../methods/mmcr-local.js';
 import '../../methods/simdino-local.js';
 import '../../methods/lejepa-local.js';
+import '../../methods/msn-local.js';
+import '../../methods/vicregl-local.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {

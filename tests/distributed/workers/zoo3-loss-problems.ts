@@ -9,15 +9,24 @@
  *   autograd does not see (`torch.distributed.all_reduce`): the forward values are the global
  *   ones, but the backward keeps each rank's own gradient instead of summing them, so each
  *   rank's SIGReg gradient is 1/W of what the scale convention needs (after DDP's averaging,
- *   1/W of the one-process gradient).
- * The first two are the real loss called with a one-process group; the third the real loss
+ *   1/W of the one-process gradient);
+ * - `msn-local-statistics`: MSN's ME-MAX of each rank's own mean anchor probability (lightly's
+ *   `MSNLoss`) and its Sinkhorn-Knopp targets balanced within each rank's batch;
+ * - `vicregl-local-stats`: VICRegL's variances and covariances of each rank's own batch.
+ * The first two and the last two are the real loss called with a one-process group; the third the real loss
  * with a group whose all-reduce is the identity once the backward pass has started.
  */
 import { SingleProcessGroup, type ProcessGroup } from '../../../src/core/process-group.js';
 import { tf, type Scalar } from '../../../src/core/tf.js';
 import { caseLossSpec, type CaseLossFn } from '../../../src/verify/index.js';
 
-export const ZOO3_WRONG_VARIANTS = ['simdino-local-coding-rate', 'lejepa-local-stats', 'lejepa-no-grad-all-reduce'] as const;
+export const ZOO3_WRONG_VARIANTS = [
+  'simdino-local-coding-rate',
+  'lejepa-local-stats',
+  'lejepa-no-grad-all-reduce',
+  'msn-local-statistics',
+  'vicregl-local-stats',
+] as const;
 export type Zoo3WrongVariant = (typeof ZOO3_WRONG_VARIANTS)[number];
 
 /** The case each wrong variant is checked against. */
@@ -25,6 +34,8 @@ export const ZOO3_WRONG_VARIANT_OF: Record<Zoo3WrongVariant, string> = {
   'simdino-local-coding-rate': 'simdino',
   'lejepa-local-stats': 'lejepa',
   'lejepa-no-grad-all-reduce': 'lejepa',
+  'msn-local-statistics': 'msn',
+  'vicregl-local-stats': 'vicregl',
 };
 
 /** The file's loss on this rank's batch alone. */
@@ -77,4 +88,6 @@ export const ZOO3_WRONG: Record<Zoo3WrongVariant, CaseLossFn> = {
   'simdino-local-coding-rate': local,
   'lejepa-local-stats': local,
   'lejepa-no-grad-all-reduce': noGradAllReduce,
+  'msn-local-statistics': local,
+  'vicregl-local-stats': local,
 };

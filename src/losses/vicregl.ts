@@ -1,0 +1,178 @@
+/**
+ * The VICRegL loss (Bardes, Ponce, LeCun 2022, "VICRegL: Self-Supervised Learning of Local
+ * Visual Features"; the reference implementation's `VICRegL.global_loss` and `local_loss` in
+ * `VICRegL/main_vicregl.py`): VICReg on the pooled embeddings plus VICReg on the feature maps'
+ * locations matched by nearest neighbours in feature space, every variance and covariance over
+ * the global batch.
+ */
+import { invalidValue } from '../core/errors.js';
+import { detach } from '../core/ops.js';
+import type { ProcessGroup } from '../core/process-group.js';
+import { tf, type Scalar } from '../core/tf.js';
+import { batchLayout, type BatchLayout } from './global-batch.js';
+import { checkPair } from './ops.js';
+import { centredGrams, viewStatistics } from './vicreg.js';
+
+export interface VicreglOptions {
+  /** Weight α of the global loss; the local one gets 1 − α (the reference: 0.75). */
+  alpha?: number;
+  /** Weight of the invariance (MSE) terms (25). */
+  invWeight?: number;
+  /** Weight of the variance (hinge on the standard deviation) terms (25). */
+  varWeight?: number;
+  /** Weight of the covariance terms (1). */
+  covWeight?: number;
+  /** Locations kept by the feature matching, [from view i to j, from j to i] (the reference's `num_matches`: [20, 4]). */
+  numMatches?: readonly [number, number];
+}
+
+/** The reference implementation's defaults (`main_vicregl.py`'s arguments). */
+export const VICREGL_DEFAULTS: Readonly<Required<VicreglOptions>> = Object.freeze({
+  alpha: 0.75,
+  invWeight: 25,
+  varWeight: 25,
+  covWeight: 1,
+  numMatches: [20, 4] as const,
+});
+
+/** The loss and its two weighted-before-α parts (scalars `[]`). */
+export interface VicreglResult {
+  /** `α · global + (1 − α) · local`. */
+  loss: Scalar;
+  /** VICReg of the embeddings: invariance over the pairs (i < 2, j ≠ i), variance and covariance of every view. */
+  global: Scalar;
+  /** VICReg of the matched feature-map locations, mean over the pairs (i < 2, j ≠ i). */
+  local: Scalar;
+}
+
+/** std = sqrt(var + eps) as the reference's. */
+const EPS = 1e-4;
+
+/**
+ * VICRegL. With V ≥ 2 views, views 0 and 1 the global crops, the pairs are (i, j), i < 2,
+ * j ≠ i, and
+ * - `global = invWeight · mean_pairs MSE(e_i, e_j) + varWeight · mean_v mean_d relu(1 − std_d(e_v))
+ *   + covWeight · mean_v Σ_{c≠d} C_v,cd² / D` (the VICReg terms of every view);
+ * - `local = mean_pairs ½ (T(m_i → m_j) + T(m_j → m_i))`: for each location of `m_i` its nearest
+ *   location of the same sample in `m_j` (L2 distance of the features), the `numMatches[0]`
+ *   closest such pairs kept (in location order; `numMatches[1]` the other way), and
+ *   `T(x, y) = invWeight · MSE(x, y) + varWeight · ½ (hinge(x) + hinge(y)) + covWeight · ½ (cov(x) + cov(y))`
+ *   on the matched `[B, M, C]` pairs, where hinge is the mean over (m, c) of relu(1 − std) and
+ *   cov the mean over m of `Σ_{c≠d} C_m,cd² / C`, the statistics of location m over the batch.
+ *
+ * - `embeddings`: V tensors `[B, D]` (the expander's outputs).
+ * - `maps`: V tensors `[B, L_v, C]` (the maps projector's outputs at the L_v locations of view
+ *   v's feature map, row-major).
+ * - Returns the loss and its global and local parts.
+ *
+ * `group` (W ranks, N = W·B): the MSE terms are means over this rank's rows; every variance
+ * and covariance is that of the global batch ({@link viewStatistics} and {@link centredGrams}
+ * of src/losses/vicreg.ts: column sums and centred Gram matrices all-reduced with their
+ * gradient: two all-reduces forward and two backward for the embeddings, as many for every
+ * matched location together), so every rank gets the global statistics. The matching is per sample (no
+ * collective); its distances are read back to the host. The reference gathers the maps
+ * (`gather_center`), so its statistics are global too; it applies `num_matches` to its
+ * location-based matching (feature matching keeps every location, `l2_all_matches=1`), and its
+ * `local_loss` keeps only the last pair's terms (it assigns instead of adding) and divides
+ * them by the number of pairs; here every pair counts.
+ */
+export function vicreglLoss(embeddings: tf.Tensor2D[], maps: tf.Tensor3D[], options: VicreglOptions = {}, group?: ProcessGroup): VicreglResult {
+  if (!Array.isArray(embeddings) || embeddings.length < 2)
+    throw new Error(`vicreglLoss: needs the embeddings of at least 2 views, got ${Array.isArray(embeddings) ? embeddings.length : typeof embeddings}`);
+  if (!Array.isArray(maps) || maps.length !== embeddings.length)
+    throw new Error(`vicreglLoss: needs one feature map per view (${embeddings.length}), got ${Array.isArray(maps) ? maps.length : typeof maps}`);
+  embeddings.forEach((e, v) => checkPair('vicreglLoss', ['embeddings[0]', `embeddings[${v}]`], embeddings[0]!, e));
+  const b = embeddings[0]!.shape[0];
+  maps.forEach((m, v) => {
+    if (m.rank !== 3 || m.shape[0] !== b || m.shape[2] !== maps[0]!.shape[2] || m.shape[1] < 1) {
+      throw new Error(`vicreglLoss: maps[${v}] must be [${b}, L, ${maps[0]!.shape[2]}] (L >= 1), got shape [${m.shape.join(', ')}]`);
+    }
+  });
+  const o = { ...VICREGL_DEFAULTS, ...options };
+  if (!(Number.isFinite(o.alpha) && o.alpha >= 0 && o.alpha <= 1)) throw invalidValue('alpha', o.alpha, 'a number in [0, 1]');
+  for (const [field, value] of [
+    ['invWeight', o.invWeight],
+    ['varWeight', o.varWeight],
+    ['covWeight', o.covWeight],
+  ] as const) {
+    if (!(Number.isFinite(value) && value >= 0)) throw invalidValue(field, value, 'a number >= 0');
+  }
+  if (!o.numMatches.every((k) => Number.isInteger(k) && k >= 1)) throw invalidValue('numMatches', o.numMatches.join(','), 'two integers >= 1');
+  const layout = batchLayout('vicreglLoss', b, group);
+  if (layout.globalBatch < 2) throw invalidValue('batch size', layout.globalBatch, 'at least 2 samples for VICRegL (unbiased variance)');
+  const pairs = embeddings.flatMap((_, i) => (i < 2 ? embeddings.map((__, j) => [i, j] as const).filter(([, j]) => j !== i) : []));
+  return tf.tidy(() => {
+    const inv = tf.div(tf.addN(pairs.map(([i, j]) => tf.mean(tf.squaredDifference(embeddings[i]!, embeddings[j]!)))), pairs.length);
+    const stats = viewStatistics(embeddings, 1, EPS, layout);
+    const d = embeddings[0]!.shape[1];
+    const variance = tf.div(tf.addN(stats.map((s) => s.varianceHinge)), stats.length);
+    const covariance = tf.div(tf.addN(stats.map((s) => s.offDiagonal)), stats.length * d);
+    const global = tf.addN([tf.mul(inv, o.invWeight), tf.mul(variance, o.varWeight), tf.mul(covariance, o.covWeight)]) as Scalar;
+    // Both directions of every pair, then the statistics of all their locations from one pair of collectives.
+    const matches = pairs.flatMap(([i, j]) => [matchOnFeatures(maps[i]!, maps[j]!, o.numMatches[0]), matchOnFeatures(maps[j]!, maps[i]!, o.numMatches[1])]);
+    const local = tf.div(tf.addN(matchedTerms(matches, o, layout)), matches.length) as Scalar; // mean over pairs of the directions' mean
+    const loss = tf.add(tf.mul(global, o.alpha), tf.mul(local, 1 - o.alpha)) as Scalar;
+    return { loss, global, local };
+  });
+}
+
+/**
+ * For each location of `input` `[B, L, C]` its nearest location of the same sample in
+ * `candidate` `[B, L', C]` (L2 distance of the features, detached), the `min(k, L)` closest of
+ * these pairs kept, in location order: `[B, M, C]` input rows and `[B, M, C]` their neighbours
+ * (gathered with their gradient). As the reference's `neirest_neighbores_on_l2`.
+ */
+function matchOnFeatures(input: tf.Tensor3D, candidate: tf.Tensor3D, k: number): [tf.Tensor3D, tf.Tensor3D] {
+  const [b, l, c] = input.shape;
+  const lc = candidate.shape[1];
+  const m = Math.min(k, l);
+  const x = detach(input);
+  const y = detach(candidate);
+  // Squared distances [B, L, L']: |x|² + |y|² − 2 x·yᵀ.
+  const d2 = tf
+    .sub(tf.add(tf.sum(tf.square(x), 2, true), tf.transpose(tf.sum(tf.square(y), 2, true), [0, 2, 1])), tf.mul(tf.matMul(x, y, false, true), 2))
+    .dataSync();
+  const inputRows = new Int32Array(b * m);
+  const candidateRows = new Int32Array(b * m);
+  for (let s = 0; s < b; s++) {
+    const nearest = Array.from({ length: l }, (_, i) => {
+      let best = 0;
+      for (let j = 1; j < lc; j++) if (d2[(s * l + i) * lc + j]! < d2[(s * l + i) * lc + best]!) best = j;
+      return { i, best, dist: d2[(s * l + i) * lc + best]! };
+    });
+    const kept = [...nearest].sort((p, q) => p.dist - q.dist || p.i - q.i).slice(0, m);
+    kept.sort((p, q) => p.i - q.i);
+    kept.forEach((p, r) => {
+      inputRows[s * m + r] = s * l + p.i;
+      candidateRows[s * m + r] = s * lc + p.best;
+    });
+  }
+  const rows = (t: tf.Tensor3D, index: Int32Array, len: number) =>
+    tf.reshape(tf.gather(tf.reshape(t, [b * len, c]), tf.tensor1d(index, 'int32')), [b, m, c]) as tf.Tensor3D;
+  return [rows(input, inputRows, l), rows(candidate, candidateRows, lc)];
+}
+
+/**
+ * The reference's `_vicreg_loss` of each matched pair `(x, y)` `[B, M_q, C]`, its three terms
+ * weighted and summed: invariance MSE over this rank's rows; variance hinge and covariance of
+ * each location m over the global batch, each halved between x and y. The centred Gram matrices
+ * `[C, C]` of every location of every pair come from one {@link centredGrams} (two all-reduces
+ * forward, two backward).
+ */
+function matchedTerms(matches: Array<[tf.Tensor3D, tf.Tensor3D]>, o: Required<VicreglOptions>, layout: BatchLayout): Scalar[] {
+  const c = matches[0]![0].shape[2];
+  const columns = matches.flatMap(([x, y]) => [...tf.unstack(x, 1), ...tf.unstack(y, 1)]) as tf.Tensor2D[];
+  const covs = tf.div(tf.stack(centredGrams(columns, layout)), layout.globalBatch - 1); // [Σ 2 M_q, C, C]
+  const eye = tf.eye(c);
+  let at = 0;
+  return matches.map(([x, y]) => {
+    const m = x.shape[1];
+    const cov = tf.slice(covs, [at, 0, 0], [2 * m, c, c]); // x's M, then y's
+    at += 2 * m;
+    const invariance = tf.mean(tf.squaredDifference(x, y));
+    const std = tf.sqrt(tf.add(tf.sum(tf.mul(cov, eye), 2), EPS)); // [2M, C]
+    const variance = tf.mean(tf.relu(tf.sub(1, std))); // ½ (x's mean + y's mean) = the mean over both
+    const covariance = tf.div(tf.sum(tf.square(tf.mul(cov, tf.sub(1, eye)))), 2 * m * c); // ½ (mean_m of x's / C + mean_m of y's / C)
+    return tf.addN([tf.mul(invariance, o.invWeight), tf.mul(variance, o.varWeight), tf.mul(covariance, o.covWeight)]) as Scalar;
+  });
+}

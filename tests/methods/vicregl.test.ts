@@ -1,0 +1,130 @@
+/**
+ * VICRegL on one process: its defaults (the reference implementation's loss, its ResNet-50
+ * optimisation), the ResNets' feature maps (their average is `forward`), the heads, a step's
+ * loss as `vicreglLoss` of the pooled and the per-location embeddings, and the loss's parts
+ * against closed forms: with α 1 it is VICReg with half the covariance weight (the reference's
+ * mean over views), and a map matched against a permutation of itself has no local invariance
+ * term. (Against PyTorch: tests/losses/cases.test.ts; W ranks: tests/distributed/zoo-exactness.full.test.ts.)
+ */
+import { strict as assert } from 'node:assert';
+import { createBackbone, hasFeatureMaps } from '../../src/backbones/index.js';
+import { initEngine } from '../../src/core/engine.js';
+import { Rng } from '../../src/core/random.js';
+import { tf, type Tensor, type Tensor2D } from '../../src/core/tf.js';
+import { vicreglLoss, vicregLossWithTerms } from '../../src/losses/index.js';
+import type { MethodArgs } from '../../src/methods/base.js';
+import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
+import { VICRegL } from '../../src/methods/vicregl.js';
+import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
+
+function build(args: MethodArgs = {}, backbone = 'tiny_resnet'): VICRegL {
+  const m = new (getMethodClass('vicregl'))({
+    createBackbone: (rng) => createBackbone(backbone, { inChannels: 1, imageSize: 8, rng, mlpHidden: [16] }),
+    numClasses: 3,
+    rng: new Rng(3),
+    args: resolveMethodArgs('vicregl', { projHiddenDim: 16, projOutputDim: 8, mapsHiddenDim: 8, mapsOutputDim: 4, matchesThere: 3, matchesBack: 2, ...args }),
+  }) as VICRegL;
+  m.setup({ group: new SingleDeviceStrategy().group });
+  return m;
+}
+
+const close = (a: number, b: number, rel = 1e-5) => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b), 1e-6);
+const value = (t: Tensor) => t.dataSync()[0]!;
+
+describe('VICRegL', () => {
+  before(async () => {
+    await initEngine('cpu-js');
+  });
+
+  it("defaults: the reference's loss (alpha 0.75, 25 / 25 / 1, 20 and 4 matches, maps projector 512-512-512) and ResNet-50 recipe (LARS 0.3, 1e-6)", () => {
+    const d = resolveMethodArgs('vicregl', {});
+    assert.deepEqual(
+      [
+        d.alpha,
+        d.simLossWeight,
+        d.varLossWeight,
+        d.covLossWeight,
+        d.matchesThere,
+        d.matchesBack,
+        d.mapsHiddenDim,
+        d.mapsOutputDim,
+        d.projHiddenDim,
+        d.projOutputDim,
+      ],
+      [0.75, 25, 25, 1, 20, 4, 512, 512, 2048, 2048],
+    );
+    assert.deepEqual(VICRegL.optimDefaults, { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-6 });
+    assert.deepEqual([VICRegL.crops.globalCrops, VICRegL.crops.multiCrop, VICRegL.viewRecipe], [2, true, 'vicreg']);
+  });
+
+  it("the ResNets' feature maps: tiny_resnet's 8x8 input gives a 2x2 map whose average is forward's features; the mlp has none and is refused", () => {
+    const backbone = createBackbone('tiny_resnet', { inChannels: 1, imageSize: 8, rng: new Rng(1) });
+    assert.ok(hasFeatureMaps(backbone));
+    const x = tf.randomNormal([3, 8, 8, 1]);
+    const map = backbone.featureMap(x);
+    assert.deepEqual(map.shape, [3, 2, 2, 128]);
+    const pooled = tf.mean(map, [1, 2]).dataSync();
+    backbone
+      .forward(x)
+      .dataSync()
+      .forEach((v, i) => assert.ok(Math.abs(v - pooled[i]!) < 1e-6));
+    assert.ok(hasFeatureMaps(createBackbone('resnet18', { inChannels: 1, imageSize: 8, rng: new Rng(1), cifarStem: true })));
+    assert.throws(() => build({}, 'mlp'), /a ResNet .* for method vicregl/);
+    tf.dispose([x, map]);
+  });
+
+  it("a step's loss and logged parts are vicreglLoss of the pooled embeddings and the maps projector's per-location ones", () => {
+    const m = build();
+    const rng = new Rng(5);
+    const views = [8, 8, 4].map((s) => tf.tensor4d(rng.normalArray(6 * s * s), [6, s, s, 1]));
+    const labels = tf.tensor1d([0, 1, 2, 0, 1, 2], 'int32');
+    const expected = tf.tidy(() => {
+      const maps = [tf.concat(views.slice(0, 2), 0), views[2]!].map((x) => m.spatialBackbone.featureMap(x));
+      const perView = [...tf.split(maps[0]!, 2, 0), maps[1]!];
+      const emb = perView.map((p) => m.projector.forward(tf.mean(p, [1, 2])) as Tensor2D);
+      const local = perView.map((p) => {
+        const [b, h, w, f] = p.shape;
+        return tf.reshape(m.mapsProjector.forward(tf.reshape(p, [b! * h! * w!, f!])), [b!, h! * w!, 4]) as tf.Tensor3D;
+      });
+      const out = vicreglLoss(emb, local, { numMatches: [3, 2] });
+      return [out.loss, out.global, out.local].map(value);
+    });
+    const out = m.trainingStep(views, labels);
+    const got = ['loss', 'global_loss', 'local_loss'].map((k) => value(out.metrics[k]!));
+    got.forEach((v, i) => assert.ok(close(v, expected[i]!), `${['loss', 'global_loss', 'local_loss'][i]}: ${v} vs ${expected[i]}`));
+    assert.ok(close(got[0]!, 0.75 * got[1]! + 0.25 * got[2]!));
+    tf.dispose([out.loss, ...Object.values(out.metrics), ...views, labels]);
+    m.dispose();
+  });
+
+  it('alpha 1: VICReg with half the covariance weight; a map matched against its own locations permuted has no local invariance', () => {
+    const rng = new Rng(9);
+    const [z1, z2] = [0, 1].map(() => tf.tensor2d(rng.normalArray(10 * 6), [10, 6]));
+    const map = tf.tensor3d(rng.normalArray(10 * 4 * 3), [10, 4, 3]);
+    const permuted = tf.gather(map, [2, 0, 3, 1], 1) as tf.Tensor3D;
+    const globalOnly = vicreglLoss([z1!, z2!], [map, permuted], { alpha: 1 });
+    const vicreg = vicregLossWithTerms(z1!, z2!, { simWeight: 25, varWeight: 25, covWeight: 0.5 });
+    assert.ok(close(value(globalOnly.loss), value(vicreg.loss)), `${value(globalOnly.loss)} vs ${value(vicreg.loss)}`);
+    // Every location's nearest neighbour is itself: the local loss is its variance and covariance terms only.
+    const noInvariance = vicreglLoss([z1!, z2!], [map, permuted], { alpha: 0, invWeight: 0 });
+    const withInvariance = vicreglLoss([z1!, z2!], [map, permuted], { alpha: 0 });
+    assert.ok(close(value(withInvariance.loss), value(noInvariance.loss), 1e-6));
+    // Unmatched (another map): the invariance term is there.
+    const other = tf.tensor3d(rng.normalArray(10 * 4 * 3), [10, 4, 3]);
+    const apart = vicreglLoss([z1!, z2!], [map, other], { alpha: 0 });
+    const apartNoInv = vicreglLoss([z1!, z2!], [map, other], { alpha: 0, invWeight: 0 });
+    assert.ok(value(apart.loss) > value(apartNoInv.loss) + 1);
+    tf.dispose([
+      z1!,
+      z2!,
+      map,
+      permuted,
+      other,
+      ...Object.values(globalOnly),
+      ...Object.values(vicreg),
+      ...Object.values(noInvariance),
+      ...Object.values(withInvariance),
+    ]);
+    tf.dispose([...Object.values(apart), ...Object.values(apartNoInv)]);
+  });
+});
