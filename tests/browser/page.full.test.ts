@@ -3,18 +3,20 @@
  * classes, it trains SimCLR on tiny_resnet for 20 steps on tfjs's JS cpu backend in the page
  * (WebGPU on SwiftShader is too slow for this file's time budget; steps.full.test.ts checks the
  * WebGPU steps), the loss falls, the page makes no request after load, a reload continues at
- * the step reached, its downloaded checkpoint continues in `ssl-train --resume`, and a Node
- * `last.ckpt` loads into the page.
+ * the step reached, its downloaded checkpoint continues in `ssl-train --resume`, the backbone
+ * it exports (the downloaded files, loaded with tfjs-layers in Node) gives `ssl-train embed`'s
+ * features of that checkpoint, and a Node `last.ckpt` loads into the page.
  */
 import { strict as assert } from 'node:assert';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import * as zoo from '../../src/browser.js';
-import { pageFile, pageFolders } from '../../src/cli/serve.js';
+import { relativeDiff, runTfjs, TOLERANCE } from '../export/helpers.js';
 import { writePngFolder } from '../helpers/image-folder.js';
+import { readNpy } from '../helpers/npy.js';
 import { runCli, tempDir } from '../helpers/run.js';
 import { buildBrowser, launchChromium, ORIGIN } from './bundle.js';
+import { click, downloadCheckpoint, downloadExport, folderPixels, openTrainingPage, pageState, waitForStatus, waitForText } from './page-helpers.js';
 
 /**
  * 32 images of 8 px in two classes, batch 4: 8 steps an epoch, 10 epochs (a step of
@@ -24,53 +26,6 @@ import { buildBrowser, launchChromium, ORIGIN } from './bundle.js';
  */
 const IMAGE_SIZE = 8;
 const SETTINGS = { 'image-size': '8', 'batch-size': '4', epochs: '10', seed: '3', lr: '0.4' };
-
-/** The page as `ssl-train serve` serves it (the same file lookup), from {@link ORIGIN} through Playwright's routing; every request is recorded, any other origin's is aborted. */
-async function openTrainingPage(browser: Browser): Promise<{ page: Page; requests: string[]; errors: string[] }> {
-  const context = await browser.newContext({ acceptDownloads: true });
-  const page = await context.newPage();
-  const requests: string[] = [];
-  const errors: string[] = [];
-  page.on('request', (request) => requests.push(request.url()));
-  page.on('pageerror', (error) => errors.push(error.message));
-  const folders = pageFolders();
-  await page.route('**/*', (route) => {
-    const url = new URL(route.request().url());
-    const path = url.origin === ORIGIN ? pageFile(url.pathname, folders) : undefined;
-    const type = path?.endsWith('.html') ? 'text/html' : path?.endsWith('.css') ? 'text/css' : 'text/javascript';
-    return path ? route.fulfill({ body: readFileSync(path), contentType: type }) : route.abort();
-  });
-  await page.goto(`${ORIGIN}/`, { waitUntil: 'load' });
-  await page.waitForFunction('"sslPage" in window');
-  return { page, requests, errors };
-}
-
-/** The page's state (`window.sslPage`): the loss history, the session's step, an error. */
-function pageState(page: Page): Promise<{ losses: number[]; step: number | undefined; error: string | undefined }> {
-  return page.evaluate('({ losses: sslPage.history.map((h) => h.loss), step: sslPage.session?.step, error: sslPage.error })');
-}
-
-/** Waits until the text of element `id` matches `pattern` (or the page shows an error), then asserts the match. */
-async function waitForText(page: Page, id: string, pattern: RegExp, timeout = 60_000): Promise<string> {
-  const text = `document.getElementById(${JSON.stringify(id)}).textContent`;
-  await page.waitForFunction(`${pattern.toString()}.test(${text}) || /^Error/.test(document.getElementById('status').textContent)`, undefined, { timeout });
-  const shown = (await page.textContent(`#${id}`)) ?? '';
-  assert.match(shown, pattern);
-  return shown;
-}
-
-/**
- * Clicks button `id` from inside the page: training keeps the page's thread busy between its
- * short yields, where a Playwright click waits for the page to acknowledge the input.
- */
-async function click(page: Page, id: string): Promise<void> {
-  await page.evaluate(`document.getElementById(${JSON.stringify(id)}).click()`);
-}
-
-/** {@link waitForText} on the training status line. */
-function waitForStatus(page: Page, pattern: RegExp, timeout = 60_000): Promise<string> {
-  return waitForText(page, 'status', pattern, timeout);
-}
 
 describe('the training page in headless Chromium', function () {
   this.timeout(600_000);
@@ -90,7 +45,7 @@ describe('the training page in headless Chromium', function () {
     await browser?.close();
   });
 
-  it('trains SimCLR on tiny_resnet 20 steps from a picked folder (JS cpu backend): the loss falls, no request after load, a reload continues at step 20', async () => {
+  it("trains SimCLR on tiny_resnet 20 steps from a picked folder (JS cpu backend): the loss falls, no request after load, its export gives ssl-train embed's features, a reload continues at step 20", async () => {
     const { page, requests, errors } = await openTrainingPage(browser);
     const loaded = requests.length;
     assert.ok(
@@ -114,9 +69,7 @@ describe('the training page in headless Chromium', function () {
     assert.deepEqual(errors, []);
 
     // The checkpoint the page offers continues in Node.
-    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-checkpoint')]);
-    const checkpoint = join(dir, 'page.ckpt');
-    await download.saveAs(checkpoint);
+    const checkpoint = await downloadCheckpoint(page, join(dir, 'page.ckpt'));
     const command = ((await page.textContent('#node-command')) ?? '')
       .replace(/^Continue in Node: ssl-train /, '')
       .replace('page.ckpt', checkpoint)
@@ -124,6 +77,22 @@ describe('the training page in headless Chromium', function () {
     const run = runCli([...command.split(' '), '--backend', 'cpu', '--workers', '0', '--max-steps', '21', '--run-dir', join(dir, 'node-run')]);
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stderr, /resuming from .*page\.ckpt \(epoch 3, batch 4, step 20\)/);
+
+    // The backbone the page exports (its downloads) gives ssl-train embed's features of the page's checkpoint.
+    const exported = join(dir, 'export');
+    assert.deepEqual((await downloadExport(page, exported)).sort(), ['group1-shard1of1.bin', 'model.json', 'ssl-zoo.json']);
+    const pixels = await folderPixels(join(dir, 'images'), IMAGE_SIZE);
+    const x = zoo.tf.tensor4d(pixels.values, [pixels.length, IMAGE_SIZE, IMAGE_SIZE, 3]);
+    const [pageFeatures] = await runTfjs(exported, x);
+    x.dispose();
+    const embedded = join(dir, 'embed.npy');
+    const folder = ['--dataset', 'folder', '--data-dir', join(dir, 'images'), '--val-dir', join(dir, 'images'), '--split', 'train'];
+    const embed = runCli(['embed', '--checkpoint', checkpoint, ...folder, '--out', embedded, '--backend', 'cpu']);
+    assert.equal(embed.status, 0, embed.stderr);
+    const features = readNpy(embedded);
+    assert.equal(features.shape[0], 32);
+    const diff = relativeDiff(features.values as Float32Array, pageFeatures!);
+    assert.ok(diff <= TOLERANCE, `the page's export differs from ssl-train embed by ${diff} (relative to the largest feature) > ${TOLERANCE}`);
 
     // A reload offers the saved run and continues at step 20.
     await page.reload({ waitUntil: 'load' });
