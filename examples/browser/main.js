@@ -25,6 +25,25 @@ function fail(e) {
   status(`Error: ${state.error}`);
 }
 
+/** The "method arguments" field (`name=value`, space- or comma-separated, as `--method-arg`) as `methodArgs`. */
+function methodArgs(text) {
+  const args = {};
+  for (const pair of text.split(/[\s,]+/).filter(Boolean)) {
+    const match = /^([A-Za-z][A-Za-z0-9]*)=(.+)$/.exec(pair);
+    const value = match ? zoo.parseArgValue(match[2]) : undefined;
+    if (value === undefined) throw new zoo.UserError(`method arguments: "${pair}" is not allowed; expected name=value with a number, true or false, or a word`);
+    args[match[1]] = value;
+  }
+  return args;
+}
+
+/** `methodArgs` as the field shows them. */
+function methodArgsText(args) {
+  return Object.entries(args ?? {})
+    .map(([name, value]) => `${name}=${value}`)
+    .join(' ');
+}
+
 function settings() {
   const number = (id) => Number($(id).value);
   return {
@@ -34,7 +53,9 @@ function settings() {
     batchSize: number('batch-size'),
     epochs: number('epochs'),
     seed: number('seed'),
+    methodArgs: methodArgs($('method-args').value),
     ...($('lr').value === '' ? {} : { lr: number('lr') }),
+    ...($('patch-size').value === '' ? {} : { patchSize: number('patch-size') }),
   };
 }
 
@@ -157,8 +178,10 @@ async function loadCheckpoint(file) {
       ['epochs', 'epochs'],
       ['seed', 'seed'],
       ['lr', 'lr'],
+      ['patch-size', 'patchSize'],
     ])
       $(id).value = session.settings[key] ?? '';
+    $('method-args').value = methodArgsText(session.settings.methodArgs);
     status(`Loaded ${file.name}: ${session.settings.method} on ${session.settings.backbone}, step ${session.step} / ${session.totalSteps}.`);
   } catch (e) {
     fail(e);
