@@ -16,7 +16,7 @@ const TYPES: Record<string, string> = { html: 'text/html', css: 'text/css', js: 
 
 /** The page as `ssl-train serve` serves it (the same file lookup), from {@link ORIGIN} through Playwright's routing; every request is recorded, any other origin's is aborted. */
 export async function openTrainingPage(browser: Browser): Promise<{ page: Page; requests: string[]; errors: string[] }> {
-  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1000, height: 1100 } });
+  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1000, height: 1700 } });
   const page = await context.newPage();
   const requests: string[] = [];
   const errors: string[] = [];
