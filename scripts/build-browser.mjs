@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Bundles ssl-zoo for browsers (docs/browser.md): dist/src/browser.js (tsc's output; run
 // `npm run build` first) to dist/browser/ssl-zoo.js, an ES module with its sourcemap
-// (`node scripts/build-browser.mjs [entry] [outfile]` bundles another entry: the tests).
+// (`node scripts/build-browser.mjs [entry] [outfile]` bundles another entry: the tests), and
+// umap-js to dist/browser/umap.js for the training page's UMAP, and the augmentation alone to
+// dist/browser/augment.js for the page's augmentation worker.
 // A module `x.js` with a sibling `x.browser.js` is replaced by it (the platform seams: the
 // engine, tfjs's gradient registration, image files). Prints the bundle's size, and fails
 // (exit 1) when anything in the bundle resolves to a Node built-in, naming what imports it.
@@ -52,30 +54,45 @@ const unresolvedBuiltins = {
   },
 };
 
-const result = await build({
-  entryPoints: [entry],
-  outfile,
+/** The options both bundles share: ES modules for browsers, minified with names kept (error messages and checks name them), with a sourcemap and a metafile. */
+const common = {
   bundle: true,
   format: 'esm',
   platform: 'browser',
   target: 'es2022',
   minify: true,
-  // Class and function names stay (error messages and checks name them).
   keepNames: true,
   sourcemap: true,
   metafile: true,
   plugins: [platformModules, unresolvedBuiltins],
   logLevel: 'warning',
-}).catch(() => process.exit(1));
+};
 
-const offending = Object.entries(result.metafile.inputs).flatMap(([file, input]) =>
-  input.imports.filter((i) => NODE_BUILTINS.has(i.path) || i.path.startsWith('node:')).map((i) => `${file} imports ${i.path}`),
-);
-if (offending.length > 0) {
-  console.error(`build-browser: error: the browser bundle imports ${offending.length} Node built-in(s):\n  ${offending.join('\n  ')}`);
-  process.exit(1);
+/** Bundles, then fails on a Node built-in import or prints the bundle's size. */
+async function bundle(options) {
+  const result = await build({ ...common, ...options }).catch(() => process.exit(1));
+  const offending = Object.entries(result.metafile.inputs).flatMap(([file, input]) =>
+    input.imports.filter((i) => NODE_BUILTINS.has(i.path) || i.path.startsWith('node:')).map((i) => `${file} imports ${i.path}`),
+  );
+  if (offending.length > 0) {
+    console.error(`build-browser: error: the browser bundle imports ${offending.length} Node built-in(s):\n  ${offending.join('\n  ')}`);
+    process.exit(1);
+  }
+  const bytes = statSync(options.outfile).size;
+  const gzipped = gzipSync(readFileSync(options.outfile)).length;
+  const mb = (n) => `${(n / 1e6).toFixed(2)} MB`;
+  console.log(
+    `${relative(root, options.outfile)}: ${mb(bytes)} (${mb(gzipped)} gzipped), ${Object.keys(result.metafile.inputs).length} modules, no Node built-in`,
+  );
 }
-const bytes = statSync(outfile).size;
-const gzipped = gzipSync(readFileSync(outfile)).length;
-const mb = (n) => `${(n / 1e6).toFixed(2)} MB`;
-console.log(`${relative(root, outfile)}: ${mb(bytes)} (${mb(gzipped)} gzipped), ${Object.keys(result.metafile.inputs).length} modules, no Node built-in`);
+
+await bundle({ entryPoints: [entry], outfile });
+if (process.argv[2] === undefined) {
+  // The training page's UMAP (examples/browser/probe.js): umap-js as an ES module beside the library.
+  await bundle({
+    stdin: { contents: "export { UMAP } from 'umap-js';", resolveDir: root, sourcefile: 'umap-entry.js' },
+    outfile: join(dirname(outfile), 'umap.js'),
+  });
+  // The page's augmentation worker (examples/browser/augment-worker.js): the keyed augmentation alone, no tfjs.
+  await bundle({ entryPoints: [join(sources, 'data', 'augment', 'views.js')], outfile: join(dirname(outfile), 'augment.js') });
+}

@@ -10,11 +10,13 @@ import { TrainingSession } from './session.js';
 import { decodeImages, entryFiles, handleFiles, imageEntries, inputFiles } from './images.js';
 import { clearRun, loadRun, saveRun } from './store.js';
 import { drawChart } from './chart.js';
+import { drawScatter, knnLeaveOneOut, probeRows, umap2d } from './probe.js';
+import { WorkerAugmenter } from './augmenter.js';
 
 const $ = (id) => document.getElementById(id);
 /** What the page holds; `window.sslPage` exposes it (the browser test reads it). */
-const state = { entries: [], images: undefined, session: undefined, history: [], running: false, engine: undefined, error: undefined };
-window.sslPage = state;
+const state = { entries: [], images: undefined, session: undefined, history: [], running: false, engine: undefined, error: undefined, probe: undefined };
+state.augmenter = undefined;
 
 function status(text) {
   $('status').textContent = text;
@@ -23,6 +25,25 @@ function status(text) {
 function fail(e) {
   state.error = e instanceof Error ? e.message : String(e);
   status(`Error: ${state.error}`);
+}
+
+/** The "method arguments" field (`name=value`, space- or comma-separated, as `--method-arg`) as `methodArgs`. */
+function methodArgs(text) {
+  const args = {};
+  for (const pair of text.split(/[\s,]+/).filter(Boolean)) {
+    const match = /^([A-Za-z][A-Za-z0-9]*)=(.+)$/.exec(pair);
+    const value = match ? zoo.parseArgValue(match[2]) : undefined;
+    if (value === undefined) throw new zoo.UserError(`method arguments: "${pair}" is not allowed; expected name=value with a number, true or false, or a word`);
+    args[match[1]] = value;
+  }
+  return args;
+}
+
+/** `methodArgs` as the field shows them. */
+function methodArgsText(args) {
+  return Object.entries(args ?? {})
+    .map(([name, value]) => `${name}=${value}`)
+    .join(' ');
 }
 
 function settings() {
@@ -34,7 +55,9 @@ function settings() {
     batchSize: number('batch-size'),
     epochs: number('epochs'),
     seed: number('seed'),
+    methodArgs: methodArgs($('method-args').value),
     ...($('lr').value === '' ? {} : { lr: number('lr') }),
+    ...($('patch-size').value === '' ? {} : { patchSize: number('patch-size') }),
   };
 }
 
@@ -45,6 +68,31 @@ function refreshButtons() {
   $('pause').disabled = !running;
   $('download-checkpoint').disabled = running || !session;
   $('export').disabled = running || !session;
+  $('probe').disabled = running || !session || !labelled(images);
+}
+
+/** Whether the images came in class sub-folders (two or more): what the probe needs. */
+function labelled(images) {
+  return Boolean(images) && images.classNames.length >= 2;
+}
+
+/**
+ * The probe (probe.js) at the session's step: the backbone's features of up to 256 labelled
+ * images, their leave-one-out kNN top-1, and their UMAP drawn coloured by class.
+ */
+async function probe() {
+  const { session, images } = state;
+  $('probe-status').textContent = `Probing at step ${session.step}…`;
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  const rows = probeRows(images.length);
+  const labels = Int32Array.from(rows, (row) => images.labels[row]);
+  const { values, dim } = session.features(rows);
+  const knn = knnLeaveOneOut(values, dim, labels, images.classNames.length);
+  drawScatter($('umap'), umap2d(values, rows.length, dim, session.settings.seed), labels, images.classNames);
+  state.probe = { ...knn, step: session.step };
+  $('probe-status').textContent =
+    `kNN top-1 ${knn.accuracy.toFixed(3)} at step ${session.step} (leave-one-out over ${knn.images} labelled images, ` +
+    `k = ${knn.k}, cosine similarity); the UMAP of the same features, coloured by class:`;
 }
 
 async function engine() {
@@ -85,6 +133,18 @@ async function save() {
   });
 }
 
+/**
+ * Resolves after the page has had a chance to handle input and paint a frame (an animation
+ * frame, or 100 ms where none comes: a hidden tab paints none): training yields to it after
+ * every step.
+ */
+function nextFrame() {
+  return Promise.race([
+    new Promise((resolve) => window.requestAnimationFrame(() => setTimeout(resolve, 0))),
+    new Promise((resolve) => setTimeout(resolve, 100)),
+  ]);
+}
+
 async function train() {
   try {
     await engine();
@@ -93,20 +153,24 @@ async function train() {
     state.running = true;
     refreshButtons();
     const pauseAt = Number($('pause-at').value) || Infinity;
+    const { augmenter, images } = state;
+    // Augmentation in the worker, or (unticked, or no worker here) on this thread between steps.
+    const augment = augmenter && $('use-worker').checked ? (indices, epoch) => augmenter.augment(images, session, indices, epoch) : undefined;
     while (state.running && !session.finished && session.step < pauseAt) {
-      const result = await session.trainStep();
+      const result = await session.trainStep(augment);
       state.history.push(result);
       status(
         `Step ${result.step} / ${session.totalSteps} (epoch ${result.epoch + 1}), loss ${result.loss.toFixed(4)}, ${result.imagesPerSecond.toFixed(1)} images/s on ${state.engine}`,
       );
       drawChart($('chart'), state.history);
-      // Lets the page handle clicks and repaint between steps.
-      await new Promise((resolve) => setTimeout(resolve, 0));
+      await nextFrame();
     }
     state.running = false;
+    state.trainEnded = performance.now();
     await save();
     status(`${session.finished ? 'Finished' : 'Paused'} at step ${session.step} / ${session.totalSteps}; saved in this browser.`);
     $('node-command').textContent = `Continue in Node: ${session.nodeCommand('page.ckpt', 'DIR')}`;
+    if (labelled(state.images)) await probe();
   } catch (e) {
     state.running = false;
     fail(e);
@@ -157,8 +221,10 @@ async function loadCheckpoint(file) {
       ['epochs', 'epochs'],
       ['seed', 'seed'],
       ['lr', 'lr'],
+      ['patch-size', 'patchSize'],
     ])
       $(id).value = session.settings[key] ?? '';
+    $('method-args').value = methodArgsText(session.settings.methodArgs);
     status(`Loaded ${file.name}: ${session.settings.method} on ${session.settings.backbone}, step ${session.step} / ${session.totalSteps}.`);
   } catch (e) {
     fail(e);
@@ -237,10 +303,24 @@ function setUp() {
       fail(e);
     }
   });
+  $('probe').addEventListener('click', () => probe().catch(fail));
   $('load-checkpoint').addEventListener('change', () => loadCheckpoint($('load-checkpoint').files[0]));
   drawChart($('chart'), state.history);
   refreshButtons();
-  offerResume().catch(fail);
 }
 
-setUp();
+/** Sets the page up, starts the augmentation worker, then exposes the page's state as `window.sslPage` (the browser test waits for it) and offers a saved run. */
+async function start() {
+  setUp();
+  try {
+    state.augmenter = await WorkerAugmenter.start();
+  } catch (e) {
+    $('use-worker').checked = false;
+    $('use-worker').disabled = true;
+    $('worker-note').textContent = ` (${e.message}: augmentation runs on the page's thread)`;
+  }
+  window.sslPage = state;
+  await offerResume();
+}
+
+start().catch(fail);

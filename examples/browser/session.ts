@@ -267,6 +267,46 @@ export class TrainingSession {
     }
   }
 
+  /**
+   * The backbone's eval-mode features of dataset rows `rows` (`[rows.length, dim]`, row-major),
+   * as `ssl-train embed` computes them: the full image, the eval view's normalisation, batch
+   * norm in inference mode, 64 images at a time. The backbone is back in training mode afterwards.
+   */
+  features(rows: ArrayLike<number>): { values: Float32Array; dim: number } {
+    const { tf } = this.zoo;
+    const { mean, std } = this.zoo.evalTransform(this.dataset);
+    const { height: s, channels: c, pixels } = this.dataset;
+    const image = s * s * c;
+    const chunks: Float32Array[] = [];
+    this.method.backbone.eval();
+    try {
+      for (let start = 0; start < rows.length; start += 64) {
+        const count = Math.min(64, rows.length - start);
+        const batch = new Float32Array(count * image);
+        for (let k = 0; k < count; k++) {
+          const offset = rows[start + k] * image;
+          for (let j = 0; j < image; j++) batch[k * image + j] = pixels[offset + j] / 255;
+        }
+        chunks.push(
+          tf.tidy(() => {
+            const x = tf.div(tf.sub(tf.tensor4d(batch, [count, s, s, c]), tf.tensor1d(mean)), tf.tensor1d(std));
+            return this.method.backbone.forward(x).dataSync() as Float32Array;
+          }),
+        );
+      }
+    } finally {
+      this.method.backbone.train();
+    }
+    const dim = this.method.backbone.featureDim;
+    const values = new Float32Array(rows.length * dim);
+    let at = 0;
+    for (const chunk of chunks) {
+      values.set(chunk, at);
+      at += chunk.length;
+    }
+    return { values, dim };
+  }
+
   dispose(): void {
     this.optimizer.dispose();
     this.method.dispose();

@@ -3,18 +3,21 @@
  * classes, it trains SimCLR on tiny_resnet for 20 steps on tfjs's JS cpu backend in the page
  * (WebGPU on SwiftShader is too slow for this file's time budget; steps.full.test.ts checks the
  * WebGPU steps), the loss falls, the page makes no request after load, a reload continues at
- * the step reached, its downloaded checkpoint continues in `ssl-train --resume`, and a Node
- * `last.ckpt` loads into the page.
+ * the step reached, its downloaded checkpoint continues in `ssl-train --resume`, the backbone
+ * it exports (the downloaded files, loaded with tfjs-layers in Node) gives `ssl-train embed`'s
+ * features of that checkpoint, and a Node `last.ckpt` loads into the page.
  */
 import { strict as assert } from 'node:assert';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Browser, Page } from 'playwright-core';
 import * as zoo from '../../src/browser.js';
-import { pageFile, pageFolders } from '../../src/cli/serve.js';
+import { relativeDiff, runTfjs, TOLERANCE } from '../export/helpers.js';
 import { writePngFolder } from '../helpers/image-folder.js';
+import { readNpy } from '../helpers/npy.js';
 import { runCli, tempDir } from '../helpers/run.js';
 import { buildBrowser, launchChromium, ORIGIN } from './bundle.js';
+import { click, downloadCheckpoint, downloadExport, folderPixels, openTrainingPage, pageState, waitForStatus, waitForText } from './page-helpers.js';
 
 /**
  * 32 images of 8 px in two classes, batch 4: 8 steps an epoch, 10 epochs (a step of
@@ -25,51 +28,46 @@ import { buildBrowser, launchChromium, ORIGIN } from './bundle.js';
 const IMAGE_SIZE = 8;
 const SETTINGS = { 'image-size': '8', 'batch-size': '4', epochs: '10', seed: '3', lr: '0.4' };
 
-/** The page as `ssl-train serve` serves it (the same file lookup), from {@link ORIGIN} through Playwright's routing; every request is recorded, any other origin's is aborted. */
-async function openTrainingPage(browser: Browser): Promise<{ page: Page; requests: string[]; errors: string[] }> {
-  const context = await browser.newContext({ acceptDownloads: true });
-  const page = await context.newPage();
-  const requests: string[] = [];
-  const errors: string[] = [];
-  page.on('request', (request) => requests.push(request.url()));
-  page.on('pageerror', (error) => errors.push(error.message));
-  const folders = pageFolders();
-  await page.route('**/*', (route) => {
-    const url = new URL(route.request().url());
-    const path = url.origin === ORIGIN ? pageFile(url.pathname, folders) : undefined;
-    const type = path?.endsWith('.html') ? 'text/html' : path?.endsWith('.css') ? 'text/css' : 'text/javascript';
-    return path ? route.fulfill({ body: readFileSync(path), contentType: type }) : route.abort();
-  });
-  await page.goto(`${ORIGIN}/`, { waitUntil: 'load' });
-  await page.waitForFunction('"sslPage" in window');
-  return { page, requests, errors };
-}
-
-/** The page's state (`window.sslPage`): the loss history, the session's step, an error. */
-function pageState(page: Page): Promise<{ losses: number[]; step: number | undefined; error: string | undefined }> {
-  return page.evaluate('({ losses: sslPage.history.map((h) => h.loss), step: sslPage.session?.step, error: sslPage.error })');
-}
-
-/** Waits until the text of element `id` matches `pattern` (or the page shows an error), then asserts the match. */
-async function waitForText(page: Page, id: string, pattern: RegExp, timeout = 60_000): Promise<string> {
-  const text = `document.getElementById(${JSON.stringify(id)}).textContent`;
-  await page.waitForFunction(`${pattern.toString()}.test(${text}) || /^Error/.test(document.getElementById('status').textContent)`, undefined, { timeout });
-  const shown = (await page.textContent(`#${id}`)) ?? '';
-  assert.match(shown, pattern);
-  return shown;
-}
+/** Where the test's screenshot of the page during training goes (the README shows it). */
+const SCREENSHOT = fileURLToPath(new URL('../../../docs/images/browser-page.png', import.meta.url));
 
 /**
- * Clicks button `id` from inside the page: training keeps the page's thread busy between its
- * short yields, where a Playwright click waits for the page to acknowledge the input.
+ * Leave-one-out kNN top-1 of `features` (`[labels.length, dim]`), computed here to check the
+ * page's: the 10 most cosine-similar other images vote for their class with weight exp(s / 0.07).
  */
-async function click(page: Page, id: string): Promise<void> {
-  await page.evaluate(`document.getElementById(${JSON.stringify(id)}).click()`);
+function knnLeaveOneOut(features: Float32Array, dim: number, labels: Int32Array): number {
+  const n = labels.length;
+  const unit = Array.from({ length: n }, (_, i) => {
+    const row = features.subarray(i * dim, (i + 1) * dim);
+    const norm = Math.sqrt(row.reduce((a, v) => a + v * v, 0));
+    return Array.from(row, (v) => v / norm);
+  });
+  let correct = 0;
+  for (let i = 0; i < n; i++) {
+    const nearest = unit
+      .map((row, j) => ({ j, s: row.reduce((a, v, d) => a + v * unit[i]![d]!, 0) }))
+      .filter(({ j }) => j !== i)
+      .sort((a, b) => b.s - a.s)
+      .slice(0, 10);
+    const votes = [0, 0];
+    for (const { j, s } of nearest) votes[labels[j]!]! += Math.exp(s / 0.07);
+    if ((votes[1]! > votes[0]! ? 1 : 0) === labels[i]) correct++;
+  }
+  return correct / n;
 }
 
-/** {@link waitForText} on the training status line. */
-function waitForStatus(page: Page, pattern: RegExp, timeout = 60_000): Promise<string> {
-  return waitForText(page, 'status', pattern, timeout);
+/** Pixels of the UMAP canvas in each of the first two class colours (probe.js's #1f77b4, #d62728). */
+function umapColours(page: Page): Promise<number[]> {
+  return page.evaluate(`(() => {
+    const canvas = document.getElementById('umap');
+    const data = canvas.getContext('2d').getImageData(0, 0, canvas.width - 130, canvas.height).data;
+    const counts = [0, 0];
+    for (let p = 0; p < data.length; p += 4) {
+      if (data[p] === 0x1f && data[p + 1] === 0x77 && data[p + 2] === 0xb4) counts[0]++;
+      if (data[p] === 0xd6 && data[p + 1] === 0x27 && data[p + 2] === 0x28) counts[1]++;
+    }
+    return counts;
+  })()`);
 }
 
 describe('the training page in headless Chromium', function () {
@@ -90,7 +88,7 @@ describe('the training page in headless Chromium', function () {
     await browser?.close();
   });
 
-  it('trains SimCLR on tiny_resnet 20 steps from a picked folder (JS cpu backend): the loss falls, no request after load, a reload continues at step 20', async () => {
+  it("trains SimCLR on tiny_resnet 20 steps from a picked folder (JS cpu backend): the loss falls, no request after load, its export gives ssl-train embed's features, the probe's kNN and UMAP, a reload continues at the step reached", async () => {
     const { page, requests, errors } = await openTrainingPage(browser);
     const loaded = requests.length;
     assert.ok(
@@ -114,9 +112,7 @@ describe('the training page in headless Chromium', function () {
     assert.deepEqual(errors, []);
 
     // The checkpoint the page offers continues in Node.
-    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-checkpoint')]);
-    const checkpoint = join(dir, 'page.ckpt');
-    await download.saveAs(checkpoint);
+    const checkpoint = await downloadCheckpoint(page, join(dir, 'page.ckpt'));
     const command = ((await page.textContent('#node-command')) ?? '')
       .replace(/^Continue in Node: ssl-train /, '')
       .replace('page.ckpt', checkpoint)
@@ -125,15 +121,53 @@ describe('the training page in headless Chromium', function () {
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stderr, /resuming from .*page\.ckpt \(epoch 3, batch 4, step 20\)/);
 
-    // A reload offers the saved run and continues at step 20.
+    // The backbone the page exports (its downloads) gives ssl-train embed's features of the page's checkpoint.
+    const exported = join(dir, 'export');
+    assert.deepEqual((await downloadExport(page, exported)).sort(), ['group1-shard1of1.bin', 'model.json', 'ssl-zoo.json']);
+    const pixels = await folderPixels(join(dir, 'images'), IMAGE_SIZE);
+    const x = zoo.tf.tensor4d(pixels.values, [pixels.length, IMAGE_SIZE, IMAGE_SIZE, 3]);
+    const [pageFeatures] = await runTfjs(exported, x);
+    x.dispose();
+    const embedded = join(dir, 'embed.npy');
+    const folder = ['--dataset', 'folder', '--data-dir', join(dir, 'images'), '--val-dir', join(dir, 'images'), '--split', 'train'];
+    const embed = runCli(['embed', '--checkpoint', checkpoint, ...folder, '--out', embedded, '--backend', 'cpu']);
+    assert.equal(embed.status, 0, embed.stderr);
+    const features = readNpy(embedded);
+    assert.equal(features.shape[0], 32);
+    const diff = relativeDiff(features.values as Float32Array, pageFeatures!);
+    assert.ok(diff <= TOLERANCE, `the page's export differs from ssl-train embed by ${diff} (relative to the largest feature) > ${TOLERANCE}`);
+
+    // The probe at the pause: leave-one-out kNN top-1 of the 32 labelled images (the same
+    // number from the exported features here, up to one image flipped by round-off), and a UMAP
+    // with dots of both class colours.
+    const shown = await waitForText(page, 'probe-status', /^kNN top-1 (\d\.\d{3}) at step 20 \(leave-one-out over 32 labelled images, k = 10/);
+    const accuracy = Number(/top-1 (\S+)/.exec(shown)![1]);
+    const probe = (await page.evaluate('sslPage.probe')) as { accuracy: number; images: number; step: number };
+    assert.equal(accuracy, Number(probe.accuracy.toFixed(3)));
+    assert.ok(probe.accuracy >= 0 && probe.accuracy <= 1 && probe.images === 32 && probe.step === 20, JSON.stringify(probe));
+    const labels = Int32Array.from({ length: 32 }, (_, i) => (i < 16 ? 0 : 1));
+    const expected = knnLeaveOneOut(pageFeatures!, features.shape[1]!, labels);
+    assert.ok(Math.abs(probe.accuracy - expected) <= 1 / 32 + 1e-9, `the page's kNN top-1 ${probe.accuracy}, from the exported features ${expected}`);
+    const colours = await umapColours(page);
+    assert.ok(colours.filter((count) => count > 0).length >= 2, `UMAP pixels of the class colours: ${colours.join(', ')}`);
+
+    // A screenshot of the page while it trains (docs/images/browser-page.png, in the README).
+    await page.fill('#pause-at', '28');
+    await click(page, 'start');
+    await page.waitForFunction("/^Step 2[1-4] \\//.test(document.getElementById('status').textContent)", undefined, { polling: 50 });
+    await page.screenshot({ path: SCREENSHOT });
+    assert.match((await page.textContent('#status')) ?? '', /^Step 2\d \/ 80/, 'still training once the screenshot was taken');
+    await waitForStatus(page, /^Paused at step 28 \/ 80/);
+
+    // A reload offers the saved run and continues at step 28.
     await page.reload({ waitUntil: 'load' });
     await page.waitForSelector('#resume-offer:not([hidden])');
-    assert.match((await page.textContent('#resume-text')) ?? '', /stopped at step 20/);
-    await page.fill('#pause-at', '22');
+    assert.match((await page.textContent('#resume-text')) ?? '', /stopped at step 28/);
+    await page.fill('#pause-at', '30');
     await click(page, 'resume-continue');
-    await waitForStatus(page, /^Paused at step 22 \/ 80/);
+    await waitForStatus(page, /^Paused at step 30 \/ 80/);
     const after = await pageState(page);
-    assert.equal(after.losses.length, 22, 'the history is kept, two steps added');
+    assert.equal(after.losses.length, 30, 'the history is kept, two steps added');
     assert.deepEqual(errors, []);
     await page.context().close();
   });

@@ -1,0 +1,100 @@
+/**
+ * The training page's augmentation worker (examples/browser/augment-worker.js) in headless
+ * Chromium: the same run (SimCLR on mlp, 64 images of 32 px, batch 32, tfjs's JS cpu backend)
+ * trained with the views made in the worker and on the page's thread gives the same losses
+ * (the augmentation is keyed by seed, epoch, sample and view), the worker made every batch,
+ * and animation frames keep firing while the page trains. The frame rates and the longest gap
+ * between frames of both are printed (docs/browser.md quotes them).
+ */
+import { strict as assert } from 'node:assert';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import * as zoo from '../../src/browser.js';
+import { writePngFolder } from '../helpers/image-folder.js';
+import { tempDir } from '../helpers/run.js';
+import { buildBrowser, launchChromium } from './bundle.js';
+import { click, openTrainingPage, pageState, waitForStatus, waitForText } from './page-helpers.js';
+
+const STEPS = 6;
+
+/** What one run reports: its losses, the batches the worker made, and the animation frames while it trained. */
+interface Run {
+  losses: number[];
+  workerBatches: number;
+  seconds: number;
+  frames: number;
+  longestGapMs: number;
+}
+
+describe('the training page augments in a Web Worker (headless Chromium)', function () {
+  this.timeout(300_000);
+  let browser: Browser;
+  let dir: string;
+
+  before(async () => {
+    const build = buildBrowser();
+    assert.equal(build.status, 0, build.stderr);
+    dir = tempDir();
+    const ds = zoo.syntheticDataset({ split: 'train', seed: 4, size: 512, imageSize: 32, channels: 3 });
+    await writePngFolder(ds, join(dir, 'images'), 32, 2);
+    browser = await launchChromium();
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  /** Trains {@link STEPS} steps with the worker box ticked or not, counting animation frames meanwhile. */
+  async function train(useWorker: boolean): Promise<Run> {
+    const { page, errors } = await openTrainingPage(browser);
+    const settings = {
+      'image-size': '32',
+      'batch-size': '32',
+      epochs: '10',
+      seed: '7',
+      'method-args': 'projHiddenDim=64 projOutputDim=32',
+      'pause-at': String(STEPS),
+    };
+    await page.selectOption('#engine', 'cpu');
+    for (const [id, value] of Object.entries(settings)) await page.fill(`#${id}`, value);
+    await page.selectOption('#method', 'simclr');
+    await page.selectOption('#backbone', 'mlp');
+    await page.setChecked('#use-worker', useWorker);
+    await page.setInputFiles('#folder', join(dir, 'images'));
+    await waitForText(page, 'data-status', /^64 images, 32 x 32 px, 2 classes/);
+    await page.evaluate(`(() => {
+      window.frameTimes = [];
+      const loop = (t) => { window.frameTimes.push(t); requestAnimationFrame(loop); };
+      requestAnimationFrame(loop);
+      window.trainStarted = performance.now();
+    })()`);
+    await click(page, 'start');
+    await waitForStatus(page, new RegExp(`^Paused at step ${STEPS} / `), 240_000);
+    const frames = (await page.evaluate(`(() => {
+      const end = sslPage.trainEnded;
+      const times = window.frameTimes.filter((t) => t >= window.trainStarted && t <= end);
+      const gaps = times.slice(1).map((t, i) => t - times[i]);
+      return { seconds: (end - window.trainStarted) / 1000, frames: times.length, longestGapMs: Math.max(...gaps), workerBatches: sslPage.augmenter?.batches ?? 0 };
+    })()`)) as Omit<Run, 'losses'>;
+    const { losses } = await pageState(page);
+    assert.deepEqual(errors, []);
+    await page.context().close();
+    return { losses, ...frames };
+  }
+
+  it(`gives the same losses with the views made in the worker, which makes every batch; frames keep firing while it trains (${STEPS} steps)`, async () => {
+    const inWorker = await train(true);
+    const onPage = await train(false);
+    for (const [name, run] of Object.entries({ 'in the worker': inWorker, "on the page's thread": onPage })) {
+      console.log(
+        `      augmentation ${name}: ${STEPS} steps in ${run.seconds.toFixed(1)} s, ${(run.frames / run.seconds).toFixed(1)} frames/s, longest gap between frames ${run.longestGapMs.toFixed(0)} ms`,
+      );
+    }
+    assert.equal(inWorker.losses.length, STEPS);
+    assert.ok(inWorker.losses.every(Number.isFinite));
+    assert.deepEqual(inWorker.losses, onPage.losses, 'the same keyed views in the worker and on the page');
+    assert.equal(inWorker.workerBatches, STEPS, 'the worker made every batch');
+    assert.equal(onPage.workerBatches, 0, 'unticked, the page made them');
+    assert.ok(inWorker.frames >= STEPS, `${inWorker.frames} animation frames in ${STEPS} steps`);
+  });
+});
