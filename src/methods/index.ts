@@ -34,3 +34,5 @@ export * from './mmcr.js';
 export * from './registry.js';
 export * from './simdino.js';
 export * from './lejepa.js';
+export * from './ibot.js';
+export * from './block-masking.js';

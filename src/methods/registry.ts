@@ -28,6 +28,7 @@ import { TiCo } from './tico.js';
 import { MMCR } from './mmcr.js';
 import { SimDINO } from './simdino.js';
 import { LeJEPA } from './lejepa.js';
+import { IBOT } from './ibot.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -135,6 +136,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   mmcr: MMCR,
   simdino: SimDINO,
   lejepa: LeJEPA,
+  ibot: IBOT,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

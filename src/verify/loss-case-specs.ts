@@ -25,6 +25,7 @@ import {
   ntXentLoss,
   resslLoss,
   simdinoLoss,
+  ibotLoss,
   sinkhornKnopp,
   supconLoss,
   swavLoss,
@@ -245,6 +246,37 @@ const SPECS = {
         const options = { sigregWeight: h(c, 'sigregWeight'), globalViews: h(c, 'globalViews'), tMax: h(c, 'tMax'), knots: h(c, 'knots') };
         return lejepaLoss(numberedTensors(x, 'view'), x.projections as T2, options, g).loss;
       }),
+  },
+  ibot: {
+    inputs: ['student#', 'teacher#', 'studentPatch#', 'teacherPatch#', 'mask#'],
+    numbered: { student: 2, teacher: 1, studentPatch: 1, teacherPatch: 1, mask: 1 },
+    state: ['centre', 'patchCentre'],
+    hyper: ['studentTemperature', 'teacherTemperature', 'teacherPatchTemperature', 'centreMomentum', 'patchCentreMomentum', 'patchLossWeight'],
+    run: (c, x, g) => {
+      const options = {
+        studentTemperature: h(c, 'studentTemperature'),
+        teacherTemperature: h(c, 'teacherTemperature'),
+        teacherPatchTemperature: h(c, 'teacherPatchTemperature'),
+        centreMomentum: h(c, 'centreMomentum'),
+        patchCentreMomentum: h(c, 'patchCentreMomentum'),
+        patchLossWeight: h(c, 'patchLossWeight'),
+      };
+      const patches = (prefix: string) => numberedTensors(x, prefix) as tf.Tensor[] as tf.Tensor3D[];
+      const masks = numberedTensors(x, 'mask').map((m) => tf.cast(m, 'float32') as T2);
+      const out = ibotLoss(
+        numberedTensors(x, 'student'),
+        numberedTensors(x, 'teacher'),
+        patches('studentPatch'),
+        patches('teacherPatch'),
+        masks,
+        x.centre as tf.Tensor1D,
+        x.patchCentre as tf.Tensor1D,
+        options,
+        g,
+      );
+      tf.dispose([out.cls, out.patch, ...masks]);
+      return { loss: out.loss, stateAfter: { centre: out.centre, patchCentre: out.patchCentre } };
+    },
   },
 } satisfies Record<string, CaseLossSpec>;
 
