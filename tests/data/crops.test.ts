@@ -133,10 +133,10 @@ describe('data/crops: parsing and validation', () => {
     );
   });
 
-  it('every built-in method declares its crops: 2 global (mae: 1, fastsiam: 4, mmcr: 8) and no local ones, but for the multi-crop methods (swav, dino, simdino: 2 global; lejepa: 4)', () => {
+  it('every built-in method declares its crops: 2 global (mae: 1, fastsiam: 4, mmcr: 8) and no local ones, but for the multi-crop methods (swav, dino, simdino, ibot: 2 global; lejepa: 4)', () => {
     const globalCrops: Record<string, number> = { mae: 1, fastsiam: 4, mmcr: 8 };
     const multiCrop = BUILT_IN_METHODS.filter((name) => getMethodClass(name).crops.multiCrop);
-    assert.deepEqual([...multiCrop].sort(), ['dino', 'lejepa', 'simdino', 'swav']);
+    assert.deepEqual([...multiCrop].sort(), ['dino', 'ibot', 'lejepa', 'simdino', 'swav']);
     for (const name of BUILT_IN_METHODS) {
       const cls = getMethodClass(name);
       const global = cls.crops.globalCrops;

@@ -67,6 +67,8 @@ const EXPECTED_COLLECTIVES: Record<string, Omit<CollectiveCounts, 'broadcast'>> 
   simdino: { allGather: 0, reduceScatter: 0, allReduce: 2 },
   // SIGReg's cos and sin sums [V, 2, S, T]: one all-reduce forward, one backward.
   lejepa: { allGather: 0, reduceScatter: 0, allReduce: 2 },
+  // The [CLS] centre's and the patch centre's sums: one all-reduce each, none in backward.
+  ibot: { allGather: 0, reduceScatter: 0, allReduce: 2 },
 };
 
 /** Cases whose every rank returns the global loss (the others differ between ranks). */

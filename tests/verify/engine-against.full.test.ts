@@ -46,6 +46,7 @@ const ARGS: Record<string, string[]> = {
   mmcr: SMALL_PROJECTOR,
   simdino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')],
   lejepa: ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')],
+  ibot: ['--backbone', 'vit_tiny', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1')],
 };
 
 describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {

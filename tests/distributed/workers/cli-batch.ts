@@ -22,6 +22,7 @@ import '../../methods/tico-local.js';
 import '../../methods/mmcr-local.js';
 import '../../methods/simdino-local.js';
 import '../../methods/lejepa-local.js';
+import '../../methods/ibot-local-patch-centre.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {
