@@ -36,4 +36,4 @@ export { ticoLoss, TICO_DEFAULTS, type TicoOptions, type TicoResult } from './ti
 export { mmcrLoss, type MmcrOptions } from './mmcr.js';
 export { simdinoLoss, SIMDINO_EPS, type SimDinoOptions, type SimDinoResult } from './simdino.js';
 export { lejepaLoss, LEJEPA_DEFAULTS, type LejepaOptions, type LejepaResult } from './lejepa.js';
-export { ibotLoss, type IbotOptions, type IbotResult } from './ibot.js';
+export { ibotLoss, maskedRows, type IbotOptions, type IbotResult } from './ibot.js';

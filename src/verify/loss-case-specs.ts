@@ -26,6 +26,7 @@ import {
   resslLoss,
   simdinoLoss,
   ibotLoss,
+  maskedRows,
   sinkhornKnopp,
   supconLoss,
   swavLoss,
@@ -261,20 +262,26 @@ const SPECS = {
         patchCentreMomentum: h(c, 'patchCentreMomentum'),
         patchLossWeight: h(c, 'patchLossWeight'),
       };
-      const patches = (prefix: string) => numberedTensors(x, prefix) as tf.Tensor[] as tf.Tensor3D[];
-      const masks = numberedTensors(x, 'mask').map((m) => tf.cast(m, 'float32') as T2);
+      // The case holds every student patch output [B, L, K]; the loss takes the masked ones (their gather's gradient is
+      // the dense one, zero on the other patches, as the reference's).
+      const masks = numberedTensors(x, 'mask').map((m) => m.dataSync());
+      const teacherPatch = numberedTensors(x, 'teacherPatch') as tf.Tensor[] as tf.Tensor3D[];
+      const studentMasked = (numberedTensors(x, 'studentPatch') as tf.Tensor[]).map((s, i) => {
+        const [b, l, k] = s.shape;
+        return tf.gather(tf.reshape(s, [b! * l!, k!]), tf.tensor1d(maskedRows(masks[i]!, l!).rows, 'int32')) as T2;
+      });
       const out = ibotLoss(
         numberedTensors(x, 'student'),
         numberedTensors(x, 'teacher'),
-        patches('studentPatch'),
-        patches('teacherPatch'),
+        studentMasked,
+        teacherPatch,
         masks,
         x.centre as tf.Tensor1D,
         x.patchCentre as tf.Tensor1D,
         options,
         g,
       );
-      tf.dispose([out.cls, out.patch, ...masks]);
+      tf.dispose([out.cls, out.patch]);
       return { loss: out.loss, stateAfter: { centre: out.centre, patchCentre: out.patchCentre } };
     },
   },

@@ -11,7 +11,7 @@ import { VisionTransformer } from '../../src/backbones/vit.js';
 import { initEngine } from '../../src/core/engine.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor, type Tensor1D, type Tensor2D } from '../../src/core/tf.js';
-import { ibotLoss } from '../../src/losses/ibot.js';
+import { ibotLoss, maskedRows } from '../../src/losses/ibot.js';
 import type { MethodArgs, MethodContext, SampleKeys } from '../../src/methods/base.js';
 import { blockMasks } from '../../src/methods/block-masking.js';
 import { IBOT } from '../../src/methods/ibot.js';
@@ -136,23 +136,16 @@ describe('iBOT', () => {
     const labels = tf.tensor1d([0, 1, 2, 0, 1, 2], 'int32');
     const samples = keys([0, 1, 2, 3, 4, 5]);
     const expected = tf.tidy(() => {
-      const masks = views.map((_, g) => tf.tensor2d(blockMasks(samples, 2, 2, { ratio: 0.5, ratioVariation: 0, maskProbability: 1 }, g), [6, 4]));
+      const masks = views.map((_, g) => blockMasks(samples, 2, 2, { ratio: 0.5, ratioVariation: 0, maskProbability: 1 }, g));
+      // The heads on every token (the method applies the student's to the [CLS] and masked patch rows only: the same rows).
       const heads = (head: IBOT['head'], tokens: Tensor) => tf.reshape(head.forward(tf.reshape(tokens, [24 + 6, 16])), [6, 5, 6]);
-      const s = views.map((v, g) => heads(m.head, m.vit.encodeTokens(v, masks[g], m.maskToken)));
+      const s = views.map((v, g) => heads(m.head, m.vit.encodeTokens(v, tf.tensor2d(masks[g]!, [6, 4]), m.maskToken)));
       const t = views.map((v) => heads(m.momentumHead, (m.momentumBackbone as VisionTransformer).encodeTokens(v)));
       const cls = (x: Tensor) => tf.reshape(tf.slice(x, [0, 0, 0], [6, 1, 6]), [6, 6]) as Tensor2D;
       const patches = (x: Tensor) => tf.slice(x, [0, 1, 0], [6, 4, 6]) as tf.Tensor3D;
+      const masked = s.map((x, g) => tf.gather(tf.reshape(patches(x), [24, 6]), tf.tensor1d(maskedRows(masks[g]!, 4).rows, 'int32')) as Tensor2D);
       const options = { studentTemperature: 0.1, teacherTemperature: 0.04, teacherPatchTemperature: 0.04, centreMomentum: 0.5, patchCentreMomentum: 0.5 };
-      const out = ibotLoss(
-        s.map(cls),
-        t.map(cls),
-        s.map(patches),
-        t.map(patches),
-        masks as Tensor2D[],
-        m.centre as Tensor1D,
-        m.patchCentre as Tensor1D,
-        options,
-      );
+      const out = ibotLoss(s.map(cls), t.map(cls), masked, t.map(patches), masks, m.centre as Tensor1D, m.patchCentre as Tensor1D, options);
       return [out.loss, out.cls, out.patch, out.centre, out.patchCentre].map((x) => x.dataSync().slice());
     });
     const out = m.trainingStep(views, labels, samples);
