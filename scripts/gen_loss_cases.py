@@ -523,6 +523,19 @@ def ibot(t, h, r, w):
     return loss, {}, {"centre": new_centre.squeeze(0), "patchCentre": new_centre2.reshape(-1)}
 
 
+def koleo(t, h, r, w):
+    """DINOv2's KoLeoLoss with the nearest neighbour over the GLOBAL batch (differentiable gather of the normalised rows)."""
+    eps = h["eps"]
+    z = F.normalize(t["x"], eps=eps, p=2, dim=-1)
+    every, mine = gather(z, w), local(z, r, w)
+    b = mine.shape[0]
+    dots = (mine @ every.T).detach().clone()
+    dots[torch.arange(b), r * b + torch.arange(b)] = -1  # pairwise_NNs_inner's diagonal fill, for rank r's rows
+    _, nearest = torch.max(dots, dim=1)
+    distances = F.pairwise_distance(mine, every[nearest], p=2, eps=eps)
+    return -torch.log(distances + eps).mean(), {}, {}
+
+
 LOSSES = {
     "simclr": simclr, "barlow": barlow, "byol": byol, "vicreg": vicreg, "moco": moco, "mocov3": mocov3,
     "simsiam": simsiam, "nnclr": nnclr, "supcon": supcon, "ressl": ressl, "dcl": dcl, "swav": swav, "dino": dino,
@@ -534,6 +547,7 @@ LOSSES = {
     "simdino": simdino,
     "lejepa": lejepa,
     "ibot": ibot,
+    "koleo": koleo,
 }
 
 CONVENTIONS = {
@@ -610,6 +624,9 @@ CONVENTIONS = {
     "studentPatch_q / studentTemperature)) / max(sum_l mask_qil, 1); loss = cls + patchLossWeight * patch; state_after "
     "centre (as dino) and patchCentre = m2 * patchCentre + (1 - m2) * (mean over every teacher image of the GLOBAL batch "
     "of its patch mean)",
+    "koleo": "DINOv2 KoLeoLoss: z = F.normalize(x, eps); each of rank r's rows' nearest neighbour (largest cosine, own row "
+    "set to -1, first maximum) among the rows of the GLOBAL batch (differentiable gather); -mean over rank r's rows of "
+    "log(PairwiseDistance(eps)(z_i, z_nn) + eps) (DINOv2 computes it per GPU)",
 }
 
 
@@ -832,6 +849,10 @@ def make_inputs(name, g):
         masks[0, 0] = 0  # an unmasked image (its patch term is 0, still counted in the mean)
         out.update({f"mask{v}": entry(masks[v], 0, "int32") for v in range(2)})
         return out, {"centre": state_entry(0.3 * randn(g, K)), "patchCentre": state_entry(0.2 * randn(g, K))}
+    if name == "koleo":
+        # 4 clusters of 3 rows, the clusters spread over the ranks: nearest neighbours cross the ranks' slices.
+        centres = randn(g, 4, D)
+        return {"x": entry(centres[torch.arange(N) % 4] + 0.4 * randn(g, N, D))}, {}
     if name == "lejepa":
         # Embeddings near N(0, I) after a random mixing, 3 global views and 1 local one; 5 unit directions.
         n, k, s = 12, 6, 5
@@ -874,6 +895,7 @@ CASES = [
     ("lejepa", "lejepa", 34, {"sigregWeight": 0.02, "globalViews": 3, "tMax": 3.0, "knots": 17}),
     ("ibot", "ibot", 35, {"studentTemperature": 0.1, "teacherTemperature": 0.04, "teacherPatchTemperature": 0.07,
                           "centreMomentum": 0.9, "patchCentreMomentum": 0.9, "patchLossWeight": 1.0}),
+    ("koleo", "koleo", 36, {"eps": 1e-8}),
 ]
 
 

@@ -37,3 +37,4 @@ export { mmcrLoss, type MmcrOptions } from './mmcr.js';
 export { simdinoLoss, SIMDINO_EPS, type SimDinoOptions, type SimDinoResult } from './simdino.js';
 export { lejepaLoss, LEJEPA_DEFAULTS, type LejepaOptions, type LejepaResult } from './lejepa.js';
 export { ibotLoss, maskedRows, type IbotOptions, type IbotResult } from './ibot.js';
+export { koleoLoss, KOLEO_EPS } from './koleo.js';

@@ -27,6 +27,7 @@ import {
   simdinoLoss,
   ibotLoss,
   maskedRows,
+  koleoLoss,
   sinkhornKnopp,
   supconLoss,
   swavLoss,
@@ -285,6 +286,7 @@ const SPECS = {
       return { loss: out.loss, stateAfter: { centre: out.centre, patchCentre: out.patchCentre } };
     },
   },
+  koleo: { inputs: ['x'], hyper: ['eps'], run: (c, x, g) => koleoLoss(x.x as T2, { eps: h(c, 'eps') }, g) },
 } satisfies Record<string, CaseLossSpec>;
 
 /** The losses a case may name (`cases[i].loss`); a case of another loss is reported as skipped. */

@@ -45,6 +45,7 @@ const EXPECTED_ZERO: Record<string, string[]> = {
   simdino: ['teacher0', 'teacher1'],
   lejepa: ['projections'],
   ibot: ['teacher0', 'teacher1', 'teacherPatch0', 'teacherPatch1'],
+  koleo: [],
 };
 
 const cases = loadLossCases(CASES_FILE).cases;

@@ -9,15 +9,17 @@
  *   autograd does not see (`torch.distributed.all_reduce`): the forward values are the global
  *   ones, but the backward keeps each rank's own gradient instead of summing them, so each
  *   rank's SIGReg gradient is 1/W of what the scale convention needs (after DDP's averaging,
- *   1/W of the one-process gradient).
- * The first two are the real loss called with a one-process group; the third the real loss
+ *   1/W of the one-process gradient);
+ * - `koleo-local-neighbours`: KoLeo with each row's nearest neighbour among this rank's rows
+ *   (DINOv2's per-GPU `KoLeoLoss`).
+ * The first two and the last are the real loss called with a one-process group; the third the real loss
  * with a group whose all-reduce is the identity once the backward pass has started.
  */
 import { SingleProcessGroup, type ProcessGroup } from '../../../src/core/process-group.js';
 import { tf, type Scalar } from '../../../src/core/tf.js';
 import { caseLossSpec, type CaseLossFn } from '../../../src/verify/index.js';
 
-export const ZOO3_WRONG_VARIANTS = ['simdino-local-coding-rate', 'lejepa-local-stats', 'lejepa-no-grad-all-reduce'] as const;
+export const ZOO3_WRONG_VARIANTS = ['simdino-local-coding-rate', 'lejepa-local-stats', 'lejepa-no-grad-all-reduce', 'koleo-local-neighbours'] as const;
 export type Zoo3WrongVariant = (typeof ZOO3_WRONG_VARIANTS)[number];
 
 /** The case each wrong variant is checked against. */
@@ -25,6 +27,7 @@ export const ZOO3_WRONG_VARIANT_OF: Record<Zoo3WrongVariant, string> = {
   'simdino-local-coding-rate': 'simdino',
   'lejepa-local-stats': 'lejepa',
   'lejepa-no-grad-all-reduce': 'lejepa',
+  'koleo-local-neighbours': 'koleo',
 };
 
 /** The file's loss on this rank's batch alone. */
@@ -77,4 +80,5 @@ export const ZOO3_WRONG: Record<Zoo3WrongVariant, CaseLossFn> = {
   'simdino-local-coding-rate': local,
   'lejepa-local-stats': local,
   'lejepa-no-grad-all-reduce': noGradAllReduce,
+  'koleo-local-neighbours': local,
 };
