@@ -591,6 +591,52 @@ def mmcr(t, h, r, w):
     return loss, {}, {}
 
 
+def ibot(t, h, r, w):
+    """bytedance/ibot iBOTLoss (main_ibot.py) with lists of crops: the DINO [CLS] loss over the pairs v != q, the
+    masked-patch loss for v == q; update_center of both centres over the global batch."""
+    students, teachers = numbered(t, "student"), numbered(t, "teacher")
+    student_patches, teacher_patches = numbered(t, "studentPatch"), numbered(t, "teacherPatch")
+    masks = numbered(t, "mask")
+    centre, centre2 = t["centre"].detach().unsqueeze(0), t["patchCentre"].detach().view(1, 1, -1)
+    s_cls = [local(s, r, w) / h["studentTemperature"] for s in students]
+    s_patch = [local(s, r, w) / h["studentTemperature"] for s in student_patches]
+    t_cls = [F.softmax((local(x, r, w) - centre) / h["teacherTemperature"], dim=-1).detach() for x in teachers]
+    t_patch = [F.softmax((local(x, r, w) - centre2) / h["teacherPatchTemperature"], dim=-1).detach() for x in teacher_patches]
+    loss1, n1, loss2, n2 = 0, 0, 0, 0
+    for q in range(len(t_cls)):
+        for v in range(len(s_cls)):
+            if v == q:
+                per_patch = torch.sum(-t_patch[q] * F.log_softmax(s_patch[v], dim=-1), dim=-1)
+                mask = local(masks[v], r, w).double()
+                loss2 += (torch.sum(per_patch * mask, dim=-1) / mask.sum(dim=-1).clamp(min=1.0)).mean()
+                n2 += 1
+            else:
+                loss1 += torch.sum(-t_cls[q] * F.log_softmax(s_cls[v], dim=-1), dim=-1).mean()
+                n1 += 1
+    loss = loss1 / n1 + h["patchLossWeight"] * (loss2 / n2)
+    with torch.no_grad():
+        b = local(teachers[0], r, w).shape[0]
+        cls_sum = sum(torch.sum(torch.cat([local(x, q, w) for x in teachers]), dim=0, keepdim=True) for q in range(w))
+        new_centre = centre * h["centreMomentum"] + cls_sum / (len(teachers) * b * w) * (1 - h["centreMomentum"])
+        patch_sum = sum(torch.sum(torch.cat([local(x, q, w).mean(1) for x in teacher_patches]), dim=0, keepdim=True) for q in range(w))
+        m2 = h["patchCentreMomentum"]
+        new_centre2 = centre2 * m2 + patch_sum / (len(teachers) * b * w) * (1 - m2)
+    return loss, {}, {"centre": new_centre.squeeze(0), "patchCentre": new_centre2.reshape(-1)}
+
+
+def koleo(t, h, r, w):
+    """DINOv2's KoLeoLoss with the nearest neighbour over the GLOBAL batch (differentiable gather of the normalised rows)."""
+    eps = h["eps"]
+    z = F.normalize(t["x"], eps=eps, p=2, dim=-1)
+    every, mine = gather(z, w), local(z, r, w)
+    b = mine.shape[0]
+    dots = (mine @ every.T).detach().clone()
+    dots[torch.arange(b), r * b + torch.arange(b)] = -1  # pairwise_NNs_inner's diagonal fill, for rank r's rows
+    _, nearest = torch.max(dots, dim=1)
+    distances = F.pairwise_distance(mine, every[nearest], p=2, eps=eps)
+    return -torch.log(distances + eps).mean(), {}, {}
+
+
 LOSSES = {
     "simclr": simclr, "barlow": barlow, "byol": byol, "vicreg": vicreg, "moco": moco, "mocov3": mocov3,
     "simsiam": simsiam, "nnclr": nnclr, "supcon": supcon, "ressl": ressl, "dcl": dcl, "swav": swav, "dino": dino,
@@ -604,6 +650,8 @@ LOSSES = {
     "ijepa": ijepa,
     "msn": msn,
     "vicregl": vicregl,
+    "ibot": ibot,
+    "koleo": koleo,
 }
 
 CONVENTIONS = {
@@ -689,6 +737,15 @@ CONVENTIONS = {
     "of the same sample, the k closest kept in location order; T = _vicreg_loss: invWeight * mse (rank r's rows) + "
     "varWeight * (hinge_x + hinge_y) / 2 + covWeight * (cov_x + cov_y) / 2, per-location statistics over the GLOBAL "
     "batch (gather_center); loss = alpha * global + (1 - alpha) * local",
+    "ibot": "bytedance/ibot iBOTLoss: t_q = softmax((teacher_q - centre) / teacherTemperature), tp_q = softmax((teacherPatch_q "
+    "- patchCentre) / teacherPatchTemperature), detached; cls = mean over pairs (q, v != q) of mean_i -sum t_q "
+    "log_softmax(student_v / studentTemperature); patch = mean over q of mean_i sum_l mask_qil (-sum_k tp_q log_softmax("
+    "studentPatch_q / studentTemperature)) / max(sum_l mask_qil, 1); loss = cls + patchLossWeight * patch; state_after "
+    "centre (as dino) and patchCentre = m2 * patchCentre + (1 - m2) * (mean over every teacher image of the GLOBAL batch "
+    "of its patch mean)",
+    "koleo": "DINOv2 KoLeoLoss: z = F.normalize(x, eps); each of rank r's rows' nearest neighbour (largest cosine, own row "
+    "set to -1, first maximum) among the rows of the GLOBAL batch (differentiable gather); -mean over rank r's rows of "
+    "log(PairwiseDistance(eps)(z_i, z_nn) + eps) (DINOv2 computes it per GPU)",
 }
 
 
@@ -899,6 +956,22 @@ def make_inputs(name, g):
         out = {f"student{v}": entry(base + 0.7 * randn(g, N, D) + 0.2) for v in range(4)}  # 2 global, 2 local crops
         out.update({f"teacher{v}": entry(base + 0.3 * randn(g, N, D) + 0.2) for v in range(2)})
         return out, {}
+    if name == "ibot":
+        # 2 global crops (patch outputs of L = 5 patches each) and 1 local crop; K = 10 prototypes.
+        n, L = N, 5
+        base, pbase = randn(g, n, K), randn(g, n, L, K)
+        out = {f"student{v}": entry(base + 0.7 * randn(g, n, K)) for v in range(3)}
+        out.update({f"teacher{v}": entry(base + 0.3 * randn(g, n, K) + 0.5) for v in range(2)})
+        out.update({f"studentPatch{v}": entry(pbase + 0.7 * randn(g, n, L, K)) for v in range(2)})
+        out.update({f"teacherPatch{v}": entry(pbase + 0.3 * randn(g, n, L, K) - 0.3) for v in range(2)})
+        masks = (torch.rand(2, n, L, generator=g) < 0.4).to(torch.long)
+        masks[0, 0] = 0  # an unmasked image (its patch term is 0, still counted in the mean)
+        out.update({f"mask{v}": entry(masks[v], 0, "int32") for v in range(2)})
+        return out, {"centre": state_entry(0.3 * randn(g, K)), "patchCentre": state_entry(0.2 * randn(g, K))}
+    if name == "koleo":
+        # 4 clusters of 3 rows, the clusters spread over the ranks: nearest neighbours cross the ranks' slices.
+        centres = randn(g, 4, D)
+        return {"x": entry(centres[torch.arange(N) % 4] + 0.4 * randn(g, N, D))}, {}
     if name == "lejepa":
         # Embeddings near N(0, I) after a random mixing, 3 global views and 1 local one; 5 unit directions.
         n, k, s = 12, 6, 5
@@ -965,6 +1038,9 @@ CASES = [
     ("ijepa", "ijepa", 35, {"beta": 1.0, "mse": 0}),
     ("msn", "msn", 35, {"temperature": 0.1, "sharpenTemperature": 0.25, "sinkhornIterations": 3, "meMaxWeight": 1.0}),
     ("vicregl", "vicregl", 36, {"alpha": 0.75, "invWeight": 25.0, "varWeight": 25.0, "covWeight": 1.0, "matchesThere": 5, "matchesBack": 3}),
+    ("ibot", "ibot", 35, {"studentTemperature": 0.1, "teacherTemperature": 0.04, "teacherPatchTemperature": 0.07,
+                          "centreMomentum": 0.9, "patchCentreMomentum": 0.9, "patchLossWeight": 1.0}),
+    ("koleo", "koleo", 36, {"eps": 1e-8}),
 ]
 
 

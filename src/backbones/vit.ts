@@ -107,6 +107,39 @@ export class VisionTransformer extends Backbone {
   }
 
   /**
+   * Every output token, after the final LayerNorm: `[B, H, W, C] -> [B, 1 + L, D]` (token 0
+   * the `[CLS]` output, then the L = h·w patches in row-major order), as iBOT's
+   * `return_all_tokens`. With `mask` (`[B, L]`, 1 where a patch is masked, 0 elsewhere), the
+   * embeddings of the masked patches are replaced by `maskToken` (`[D]`, a parameter of the
+   * caller: the ViT itself has none) before the position embeddings are added (iBOT's
+   * `mask_model`); its gradient is the sum over the masked patches. {@link forward} is unchanged.
+   */
+  encodeTokens(x: Tensor, mask?: Tensor, maskToken?: Tensor): Tensor {
+    const p = this.config.patchSize;
+    if (x.rank !== 4 || (x.shape[1] ?? 0) < p || (x.shape[2] ?? 0) < p) {
+      throw new Error(`VisionTransformer expects [B, H, W, C] with H, W >= patch size ${p}, got shape [${x.shape}]`);
+    }
+    if ((mask === undefined) !== (maskToken === undefined)) throw new Error('encodeTokens: a mask needs a mask token, and a mask token a mask');
+    return tf.tidy(() => {
+      const dim = this.featureDim;
+      const patches = childLayer(this, 'patch_embed').forward(x);
+      const [b, h, w] = patches.shape;
+      const L = h! * w!;
+      let rows = tf.reshape(patches, [b!, L, dim]);
+      if (mask && maskToken) {
+        if (mask.rank !== 2 || mask.shape[0] !== b || mask.shape[1] !== L) throw new Error(`encodeTokens: mask must be [${b}, ${L}], got [${mask.shape}]`);
+        if (maskToken.size !== dim) throw new Error(`encodeTokens: mask token must have ${dim} values, got [${maskToken.shape}]`);
+        const m = tf.expandDims(mask, 2); // [B, L, 1]
+        rows = tf.add(tf.mul(rows, tf.sub(1, m)), tf.mul(m, tf.reshape(maskToken, [1, 1, dim])));
+      }
+      const cls = tf.broadcastTo(tf.reshape(this.clsToken, [1, 1, dim]), [1, b!, dim]);
+      const tokens = tf.transpose(tf.concat([cls, tf.transpose(rows, [1, 0, 2])], 0), [1, 0, 2]);
+      const encoded = childLayer(this, 'blocks').forward(tf.add(tokens, this.positionEmbedding(h!, w!)));
+      return childLayer(this, 'norm').forward(encoded);
+    });
+  }
+
+  /**
    * The encoder on a subset of each image's patches (MAE's `forward_encoder`): patches
    * embedded and given their position embeddings, only the `k` patches listed in `keep`
    * (`[B·k]`, row-major patch indices per sample) kept, the `[CLS]` token prefixed, the blocks

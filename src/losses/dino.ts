@@ -85,8 +85,12 @@ export function dinoLoss(student: tf.Tensor2D[], teacher: tf.Tensor2D[], centre:
   return { loss, centre: updatedCentre(teacher, centre, momentum, layout) };
 }
 
-/** `m · centre + (1 − m) · Σ teacher / (G·N)` `[K]`, the sum over every global crop and rank (a constant, on the device). */
-function updatedCentre(teacher: tf.Tensor2D[], centre: tf.Tensor1D, momentum: number, layout: BatchLayout): tf.Tensor1D {
+/**
+ * `m · centre + (1 − m) · Σ teacher / (G·N)` `[K]` of G teacher outputs `[B, K]`, the sum over
+ * every global crop and rank (one all-reduce over `layout`'s group; a constant, on the device).
+ * Also iBOT's patch centre, of the teachers' per-image patch means.
+ */
+export function updatedCentre(teacher: tf.Tensor2D[], centre: tf.Tensor1D, momentum: number, layout: BatchLayout): tf.Tensor1D {
   return tf.tidy(() => {
     const local = tf.sum(
       tf.concat(

@@ -39,3 +39,5 @@ export { lejepaLoss, LEJEPA_DEFAULTS, type LejepaOptions, type LejepaResult } fr
 export { ijepaLoss, IJEPA_TARGET_LAYER_NORM_EPS, type IjepaDistance, type IjepaLossOptions } from './ijepa.js';
 export { msnLoss, MSN_DEFAULTS, type MsnOptions, type MsnResult } from './msn.js';
 export { vicreglLoss, VICREGL_DEFAULTS, type VicreglOptions, type VicreglResult } from './vicregl.js';
+export { ibotLoss, maskedRows, type IbotOptions, type IbotResult } from './ibot.js';
+export { koleoLoss, KOLEO_EPS } from './koleo.js';

@@ -54,7 +54,7 @@ export class DINO extends MomentumMethod {
     useBnInHead: { kind: 'bool', default: false, description: "true: batch norm (--norm's kind) after each hidden layer of the head; false: none" },
   });
   declare readonly args: ArgValues<typeof DINO.args>;
-  static override readonly paper = 'Caron et al. 2021, "Emerging Properties in Self-Supervised Vision Transformers"';
+  static override readonly paper: string = 'Caron et al. 2021, "Emerging Properties in Self-Supervised Vision Transformers"';
   static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-6 };
   static override readonly viewRecipe = 'byol' as const;
   static override readonly crops: CropPolicy = { globalCrops: 2, multiCrop: true, localScale: [0.05, 0.4] };
@@ -66,9 +66,9 @@ export class DINO extends MomentumMethod {
   /** `[numPrototypes]`: the teacher centre (zeros at the start). */
   readonly centre: Variable;
   /** The centres the step's micro-batches would set, applied once after the optimizer step. */
-  private readonly pendingCentre = new StepMean();
+  protected readonly pendingCentre = new StepMean();
   /** The epoch of the current step (set by {@link onTrainBatchStart}). */
-  private epoch = 0;
+  protected epoch = 0;
 
   constructor(ctx: MethodContext) {
     super(ctx);
@@ -82,8 +82,7 @@ export class DINO extends MomentumMethod {
   /** The teacher temperature of `epoch`: linear from the warm-up value over the warm-up epochs, then constant. */
   teacherTemperature(epoch: number): number {
     const { warmupTeacherTemperature: start, teacherTemperature: end, warmupTeacherTemperatureEpochs: epochs } = this.args;
-    if (epoch >= epochs) return end;
-    return epochs === 1 ? start : start + ((end - start) * epoch) / (epochs - 1);
+    return warmedUp(start, end, epochs, epoch);
   }
 
   /** The student's outputs of every crop, then the teacher's (detached) of the global crops: `[B, K]` each. */
@@ -150,4 +149,13 @@ export class DINO extends MomentumMethod {
     }
     return info.epoch < this.args.freezeLastLayerEpochs ? withoutGradients(clipped, this.head.lastLayer) : clipped;
   }
+}
+
+/**
+ * A value warmed up linearly from `start` at epoch 0 to `end` at epoch `epochs` − 1, then
+ * constant (solo-learn's and DINO's `np.linspace` per epoch of the teacher temperature).
+ */
+export function warmedUp(start: number, end: number, epochs: number, epoch: number): number {
+  if (epoch >= epochs) return end;
+  return epochs === 1 ? start : start + ((end - start) * epoch) / (epochs - 1);
 }

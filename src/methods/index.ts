@@ -46,3 +46,5 @@ export {
 export { IjepaPredictor, type IjepaPredictorOptions } from './ijepa-predictor.js';
 export * from './msn.js';
 export * from './vicregl.js';
+export * from './ibot.js';
+export * from './block-masking.js';

@@ -31,6 +31,7 @@ import { LeJEPA } from './lejepa.js';
 import { IJEPA } from './ijepa.js';
 import { MSN } from './msn.js';
 import { VICRegL } from './vicregl.js';
+import { IBOT } from './ibot.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -141,6 +142,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   ijepa: IJEPA,
   msn: MSN,
   vicregl: VICRegL,
+  ibot: IBOT,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

@@ -26,6 +26,9 @@ import {
   ntXentLoss,
   resslLoss,
   simdinoLoss,
+  ibotLoss,
+  maskedRows,
+  koleoLoss,
   sinkhornKnopp,
   supconLoss,
   swavLoss,
@@ -287,6 +290,44 @@ const SPECS = {
         return vicreglLoss(numberedTensors(x, 'embedding'), numberedTensors(x, 'map') as unknown as tf.Tensor3D[], options, g).loss;
       }),
   },
+  ibot: {
+    inputs: ['student#', 'teacher#', 'studentPatch#', 'teacherPatch#', 'mask#'],
+    numbered: { student: 2, teacher: 1, studentPatch: 1, teacherPatch: 1, mask: 1 },
+    state: ['centre', 'patchCentre'],
+    hyper: ['studentTemperature', 'teacherTemperature', 'teacherPatchTemperature', 'centreMomentum', 'patchCentreMomentum', 'patchLossWeight'],
+    run: (c, x, g) => {
+      const options = {
+        studentTemperature: h(c, 'studentTemperature'),
+        teacherTemperature: h(c, 'teacherTemperature'),
+        teacherPatchTemperature: h(c, 'teacherPatchTemperature'),
+        centreMomentum: h(c, 'centreMomentum'),
+        patchCentreMomentum: h(c, 'patchCentreMomentum'),
+        patchLossWeight: h(c, 'patchLossWeight'),
+      };
+      // The case holds every student patch output [B, L, K]; the loss takes the masked ones (their gather's gradient is
+      // the dense one, zero on the other patches, as the reference's).
+      const masks = numberedTensors(x, 'mask').map((m) => m.dataSync());
+      const teacherPatch = numberedTensors(x, 'teacherPatch') as tf.Tensor[] as tf.Tensor3D[];
+      const studentMasked = (numberedTensors(x, 'studentPatch') as tf.Tensor[]).map((s, i) => {
+        const [b, l, k] = s.shape;
+        return tf.gather(tf.reshape(s, [b! * l!, k!]), tf.tensor1d(maskedRows(masks[i]!, l!).rows, 'int32')) as T2;
+      });
+      const out = ibotLoss(
+        numberedTensors(x, 'student'),
+        numberedTensors(x, 'teacher'),
+        studentMasked,
+        teacherPatch,
+        masks,
+        x.centre as tf.Tensor1D,
+        x.patchCentre as tf.Tensor1D,
+        options,
+        g,
+      );
+      tf.dispose([out.cls, out.patch]);
+      return { loss: out.loss, stateAfter: { centre: out.centre, patchCentre: out.patchCentre } };
+    },
+  },
+  koleo: { inputs: ['x'], hyper: ['eps'], run: (c, x, g) => koleoLoss(x.x as T2, { eps: h(c, 'eps') }, g) },
 } satisfies Record<string, CaseLossSpec>;
 
 /** The losses a case may name (`cases[i].loss`); a case of another loss is reported as skipped. */

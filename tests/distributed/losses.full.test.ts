@@ -73,6 +73,10 @@ const EXPECTED_COLLECTIVES: Record<string, Omit<CollectiveCounts, 'broadcast'>> 
   msn: { allGather: 0, reduceScatter: 0, allReduce: 6 },
   // Column sums and centred Gram matrices: of the embeddings, then of every matched location: 4 forward, 4 backward.
   vicregl: { allGather: 0, reduceScatter: 0, allReduce: 8 },
+  // The [CLS] centre's and the patch centre's sums: one all-reduce each, none in backward.
+  ibot: { allGather: 0, reduceScatter: 0, allReduce: 2 },
+  // The normalised rows: one all-gather forward, its reduce-scatter backward.
+  koleo: { allGather: 1, reduceScatter: 1, allReduce: 0 },
 };
 
 /** Cases whose every rank returns the global loss (the others differ between ranks). */
@@ -98,6 +102,8 @@ const CONTROL_EXPECTATIONS: Record<string, (e: CaseErrors) => boolean> = {
   'lejepa-no-grad-all-reduce': (e) => e.rankLoss! <= TOL && e.loss <= TOL && e.grad > 1e-2,
   'msn-local-statistics': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
   'vicregl-local-stats': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
+  // DINOv2's per-GPU KoLeo: other neighbours, other distances.
+  'koleo-local-neighbours': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
 };
 
 const cases = loadLossCases(CASES_FILE).cases;

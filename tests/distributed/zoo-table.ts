@@ -55,6 +55,26 @@ export interface VerifyRow {
 const SIMDINO = [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')];
 /** LeJEPA: the 4 global views of the mlp, a projector 32-8, 16 directions. */
 const LEJEPA = ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')];
+/**
+ * iBOT: vit_tiny on 16 px crops (4x4 patches), a head 32-16 -> 32 on every token, every global crop block-masked, the
+ * last layer trained from the first step, the teacher temperatures warming up, the [CLS] centre still (centreMomentum 1
+ * in both rows: the control then differs in the patch centre alone).
+ */
+const IBOT = [
+  '--backbone',
+  'vit_tiny',
+  '--batch-size',
+  '12',
+  ...ARG(
+    'projHiddenDim=32',
+    'projOutputDim=16',
+    'numPrototypes=32',
+    'freezeLastLayerEpochs=0',
+    'maskProbability=1',
+    'warmupTeacherTemperatureEpochs=3',
+    'centreMomentum=1',
+  ),
+];
 
 /**
  * I-JEPA: vit_tiny on 4x4 patches of 16 px images, a predictor 12 x 1, contexts of 4 patches,
@@ -248,6 +268,15 @@ export const TABLE: Record<string, VerifyRow[]> = {
       args: VICREGL,
     },
     { devices: 2, claim: "negative control: the feature maps' variance and covariance of each rank's own batch", args: VICREGL, control: 'vicregl_local' },
+  ],
+  ibot: [
+    {
+      devices: 3,
+      claim:
+        'the patch centre from the global batch, moved once a step under gradient accumulation (2 micro-batches), block masks keyed per sample, the mask token',
+      args: [...IBOT, '--accumulate-grad-batches', '2'],
+    },
+    { devices: 2, claim: "negative control: a patch centre moved by each rank's own teacher patch means", args: IBOT, control: 'ibot_local_patch_centre' },
   ],
 };
 

@@ -47,6 +47,8 @@ const EXPECTED_ZERO: Record<string, string[]> = {
   ijepa: ['targets'],
   msn: ['target'],
   vicregl: [],
+  ibot: ['teacher0', 'teacher1', 'teacherPatch0', 'teacherPatch1'],
+  koleo: [],
 };
 
 const cases = loadLossCases(CASES_FILE).cases;
@@ -64,7 +66,14 @@ describe('losses against their float64 PyTorch reference cases (W = 1)', () => {
     assert.deepEqual([...new Set(cases.map((c) => c.loss))].sort(), [...CASE_LOSS_NAMES].sort());
     for (const c of cases) assert.deepEqual(Object.keys(c.expected.perRank).sort(), ['2', '3', '4'], c.name);
     const withState = Object.fromEntries(cases.filter((c) => Object.keys(c.state).length > 0).map((c) => [c.name, Object.keys(c.state).sort()]));
-    assert.deepEqual(withState, { moco: ['queue'], ressl: ['queue'], 'swav-queue': ['queue0', 'queue1'], dino: ['centre'], tico: ['covariance'] });
+    assert.deepEqual(withState, {
+      moco: ['queue'],
+      ressl: ['queue'],
+      'swav-queue': ['queue0', 'queue1'],
+      dino: ['centre'],
+      tico: ['covariance'],
+      ibot: ['centre', 'patchCentre'],
+    });
     assert.deepEqual(Object.keys(cases.find((c) => c.name === 'dino')!.expected.stateAfter), ['centre']);
     assert.deepEqual(Object.keys(cases.find((c) => c.name === 'swav')!.expected.outputs).sort(), ['assignments0', 'assignments1']);
   });

@@ -54,6 +54,7 @@ const ARGS: Record<string, string[]> = {
     ...GLOBAL_CROPS,
     ...ARG('projHiddenDim=32', 'projOutputDim=16', 'mapsHiddenDim=16', 'mapsOutputDim=8', 'matchesThere=6', 'matchesBack=2'),
   ],
+  ibot: ['--backbone', 'vit_tiny', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1')],
 };
 
 describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {

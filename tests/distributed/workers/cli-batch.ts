@@ -24,6 +24,7 @@ import '../../methods/simdino-local.js';
 import '../../methods/lejepa-local.js';
 import '../../methods/msn-local.js';
 import '../../methods/vicregl-local.js';
+import '../../methods/ibot-local-patch-centre.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {

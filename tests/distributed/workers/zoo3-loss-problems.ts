@@ -12,8 +12,10 @@
  *   1/W of the one-process gradient);
  * - `msn-local-statistics`: MSN's ME-MAX of each rank's own mean anchor probability (lightly's
  *   `MSNLoss`) and its Sinkhorn-Knopp targets balanced within each rank's batch;
- * - `vicregl-local-stats`: VICRegL's variances and covariances of each rank's own batch.
- * The first two and the last two are the real loss called with a one-process group; the third the real loss
+ * - `vicregl-local-stats`: VICRegL's variances and covariances of each rank's own batch;
+ * - `koleo-local-neighbours`: KoLeo with each row's nearest neighbour among this rank's rows
+ *   (DINOv2's per-GPU `KoLeoLoss`).
+ * The first two and the last three are the real loss called with a one-process group; the third the real loss
  * with a group whose all-reduce is the identity once the backward pass has started.
  */
 import { SingleProcessGroup, type ProcessGroup } from '../../../src/core/process-group.js';
@@ -26,6 +28,7 @@ export const ZOO3_WRONG_VARIANTS = [
   'lejepa-no-grad-all-reduce',
   'msn-local-statistics',
   'vicregl-local-stats',
+  'koleo-local-neighbours',
 ] as const;
 export type Zoo3WrongVariant = (typeof ZOO3_WRONG_VARIANTS)[number];
 
@@ -36,6 +39,7 @@ export const ZOO3_WRONG_VARIANT_OF: Record<Zoo3WrongVariant, string> = {
   'lejepa-no-grad-all-reduce': 'lejepa',
   'msn-local-statistics': 'msn',
   'vicregl-local-stats': 'vicregl',
+  'koleo-local-neighbours': 'koleo',
 };
 
 /** The file's loss on this rank's batch alone. */
@@ -90,4 +94,5 @@ export const ZOO3_WRONG: Record<Zoo3WrongVariant, CaseLossFn> = {
   'lejepa-no-grad-all-reduce': noGradAllReduce,
   'msn-local-statistics': local,
   'vicregl-local-stats': local,
+  'koleo-local-neighbours': local,
 };
