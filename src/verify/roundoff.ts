@@ -28,9 +28,10 @@
  * reference and its twins are five correct computations of the step, and the W-rank run is a
  * sixth: its difference to the reference is drawn like the difference between any two of the
  * five, so the round-off is the largest of all ten pairwise differences
- * ({@link largestPairDifference}), not only of the four twin-to-reference ones (a scalar such
- * as the loss is poorly estimated by the largest of four draws: NNCLR with all defaults,
- * `--seed 4`, 2 ranks, AVX2, exceeded 4 times it at 1.09 on a correct run). The W-rank
+ * ({@link largestPairDifference}), not only of the four twin-to-reference ones (ten draws
+ * estimate the tail better than four, at no cost). Every step starts the reference and the
+ * twins from the W-rank run's state (src/verify/harness.ts), so the differences are each
+ * step's own, not earlier steps' carried along and grown at the learning rate. The W-rank
  * run must stay within `factor` times that round-off, or within the fixed
  * `tolerance` floor, whichever is larger. Differences are measured in norm over all tensors
  * ({@link gradientDifference}, {@link stateDifference}), an aggregate that a few twins
