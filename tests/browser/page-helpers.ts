@@ -8,8 +8,40 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import sharp from 'sharp';
+import * as zoo from '../../src/browser.js';
 import { pageFile, pageFolders } from '../../src/cli/serve.js';
-import { ORIGIN } from './bundle.js';
+import { writePngFolder } from '../helpers/image-folder.js';
+import { tempDir } from '../helpers/run.js';
+import { buildBrowser, launchChromium, ORIGIN } from './bundle.js';
+
+/** What a page suite's tests use; set by its `before` hook. */
+export interface PageSuite {
+  browser: Browser;
+  /** A temporary folder; the images are in `<dir>/images`, one sub-folder per class. */
+  dir: string;
+}
+
+/**
+ * Registers a page suite's hooks (call it inside `describe`): before its tests the browser
+ * bundle is built, `perClass` PNGs of each of two classes (`imageSize` px, the synthetic
+ * dataset of `seed`) are written to `<dir>/images` and headless Chromium is launched; after
+ * them Chromium is closed.
+ */
+export function pageSuite(seed: number, imageSize: number, perClass: number): PageSuite {
+  const suite = {} as PageSuite;
+  before(async () => {
+    const build = buildBrowser();
+    assert.equal(build.status, 0, build.stderr);
+    suite.dir = tempDir();
+    const ds = zoo.syntheticDataset({ split: 'train', seed, size: 512, imageSize, channels: 3 });
+    await writePngFolder(ds, join(suite.dir, 'images'), perClass, 2);
+    suite.browser = await launchChromium();
+  });
+  after(async () => {
+    await suite.browser?.close();
+  });
+  return suite;
+}
 
 /** Content types of the page's files by extension. */
 const TYPES: Record<string, string> = { html: 'text/html', css: 'text/css', js: 'text/javascript', map: 'application/json' };

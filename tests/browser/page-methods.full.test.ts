@@ -8,13 +8,9 @@
  */
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';
-import type { Browser } from 'playwright-core';
 import * as zoo from '../../src/browser.js';
 import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
-import { writePngFolder } from '../helpers/image-folder.js';
-import { tempDir } from '../helpers/run.js';
-import { buildBrowser, launchChromium } from './bundle.js';
-import { click, downloadCheckpoint, openTrainingPage, pageState, waitForStatus, waitForText } from './page-helpers.js';
+import { click, downloadCheckpoint, openTrainingPage, pageState, waitForStatus, waitForText, pageSuite } from './page-helpers.js';
 
 /** A method's page settings and the checkpoint tensors (`model/<prefix>...`) that must move between steps 1 and 2. */
 interface FamilyCase {
@@ -71,31 +67,17 @@ function stateOf(path: string, prefix: string): Map<string, Float32Array | Int32
 
 describe('one method of each family in the training page (headless Chromium)', function () {
   this.timeout(300_000);
-  let browser: Browser;
-  let dir: string;
-
-  before(async () => {
-    const build = buildBrowser();
-    assert.equal(build.status, 0, build.stderr);
-    dir = tempDir();
-    const ds = zoo.syntheticDataset({ split: 'train', seed: 2, size: 512, imageSize: 8, channels: 3 });
-    await writePngFolder(ds, join(dir, 'images'), 8, 2);
-    browser = await launchChromium();
-  });
-
-  after(async () => {
-    await browser?.close();
-  });
+  const suite = pageSuite(2, 8, 8);
 
   for (const c of CASES) {
     it(`${c.family}: ${c.method} on ${c.backbone}, two steps: finite losses, the steps advance${c.moves.length ? ', its state moved' : ''}`, async () => {
-      const { page, requests, errors } = await openTrainingPage(browser);
+      const { page, requests, errors } = await openTrainingPage(suite.browser);
       const settings = { 'image-size': '8', 'batch-size': '4', epochs: '2', seed: '1', 'method-args': c.args, 'patch-size': c.patchSize ?? '' };
       await page.selectOption('#engine', 'cpu');
       for (const [id, value] of Object.entries(settings)) await page.fill(`#${id}`, value);
       await page.selectOption('#method', c.method);
       await page.selectOption('#backbone', c.backbone);
-      await page.setInputFiles('#folder', join(dir, 'images'));
+      await page.setInputFiles('#folder', join(suite.dir, 'images'));
       await waitForText(page, 'data-status', /^16 images, 8 x 8 px, 2 classes/);
       const loaded = requests.length;
       const checkpoints: string[] = [];
@@ -103,7 +85,7 @@ describe('one method of each family in the training page (headless Chromium)', f
         await page.fill('#pause-at', String(step));
         await click(page, 'start');
         await waitForStatus(page, new RegExp(`^Paused at step ${step} / 8; saved in this browser\\.$`), 120_000);
-        checkpoints.push(await downloadCheckpoint(page, join(dir, `${c.method}-${step}.ckpt`)));
+        checkpoints.push(await downloadCheckpoint(page, join(suite.dir, `${c.method}-${step}.ckpt`)));
       }
       const { losses, step } = await pageState(page);
       assert.equal(step, 2);

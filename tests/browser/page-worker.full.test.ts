@@ -8,12 +8,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';
-import type { Browser } from 'playwright-core';
-import * as zoo from '../../src/browser.js';
-import { writePngFolder } from '../helpers/image-folder.js';
-import { tempDir } from '../helpers/run.js';
-import { buildBrowser, launchChromium } from './bundle.js';
-import { click, openTrainingPage, pageState, waitForStatus, waitForText } from './page-helpers.js';
+import { click, openTrainingPage, pageState, waitForStatus, waitForText, pageSuite } from './page-helpers.js';
 
 const STEPS = 6;
 
@@ -28,25 +23,11 @@ interface Run {
 
 describe('the training page augments in a Web Worker (headless Chromium)', function () {
   this.timeout(300_000);
-  let browser: Browser;
-  let dir: string;
-
-  before(async () => {
-    const build = buildBrowser();
-    assert.equal(build.status, 0, build.stderr);
-    dir = tempDir();
-    const ds = zoo.syntheticDataset({ split: 'train', seed: 4, size: 512, imageSize: 32, channels: 3 });
-    await writePngFolder(ds, join(dir, 'images'), 32, 2);
-    browser = await launchChromium();
-  });
-
-  after(async () => {
-    await browser?.close();
-  });
+  const suite = pageSuite(4, 32, 32);
 
   /** Trains {@link STEPS} steps with the worker box ticked or not, counting animation frames meanwhile. */
   async function train(useWorker: boolean): Promise<Run> {
-    const { page, errors } = await openTrainingPage(browser);
+    const { page, errors } = await openTrainingPage(suite.browser);
     const settings = {
       'image-size': '32',
       'batch-size': '32',
@@ -60,7 +41,7 @@ describe('the training page augments in a Web Worker (headless Chromium)', funct
     await page.selectOption('#method', 'simclr');
     await page.selectOption('#backbone', 'mlp');
     await page.setChecked('#use-worker', useWorker);
-    await page.setInputFiles('#folder', join(dir, 'images'));
+    await page.setInputFiles('#folder', join(suite.dir, 'images'));
     await waitForText(page, 'data-status', /^64 images, 32 x 32 px, 2 classes/);
     await page.evaluate(`(() => {
       window.frameTimes = [];

@@ -10,14 +10,13 @@
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import * as zoo from '../../src/browser.js';
 import { relativeDiff, runTfjs, TOLERANCE } from '../export/helpers.js';
-import { writePngFolder } from '../helpers/image-folder.js';
 import { readNpy } from '../helpers/npy.js';
-import { runCli, tempDir } from '../helpers/run.js';
-import { buildBrowser, launchChromium, ORIGIN } from './bundle.js';
-import { click, downloadCheckpoint, downloadExport, folderPixels, openTrainingPage, pageState, waitForStatus, waitForText } from './page-helpers.js';
+import { runCli } from '../helpers/run.js';
+import { ORIGIN } from './bundle.js';
+import { click, downloadCheckpoint, downloadExport, folderPixels, openTrainingPage, pageState, waitForStatus, waitForText, pageSuite } from './page-helpers.js';
 
 /**
  * 32 images of 8 px in two classes, batch 4: 8 steps an epoch, 10 epochs (a step of
@@ -72,24 +71,10 @@ function umapColours(page: Page): Promise<number[]> {
 
 describe('the training page in headless Chromium', function () {
   this.timeout(600_000);
-  let browser: Browser;
-  let dir: string;
-
-  before(async () => {
-    const build = buildBrowser();
-    assert.equal(build.status, 0, build.stderr);
-    dir = tempDir();
-    const ds = zoo.syntheticDataset({ split: 'train', seed: 2, size: 512, imageSize: IMAGE_SIZE, channels: 3 });
-    await writePngFolder(ds, join(dir, 'images'), 16, 2);
-    browser = await launchChromium();
-  });
-
-  after(async () => {
-    await browser?.close();
-  });
+  const suite = pageSuite(2, IMAGE_SIZE, 16);
 
   it("trains SimCLR on tiny_resnet 20 steps from a picked folder (JS cpu backend): the loss falls, no request after load, its export gives ssl-train embed's features, the probe's kNN and UMAP, a reload continues at the step reached", async () => {
-    const { page, requests, errors } = await openTrainingPage(browser);
+    const { page, requests, errors } = await openTrainingPage(suite.browser);
     const loaded = requests.length;
     assert.ok(
       requests.every((url) => url.startsWith(`${ORIGIN}/`)),
@@ -99,7 +84,7 @@ describe('the training page in headless Chromium', function () {
     for (const [id, value] of Object.entries(SETTINGS)) await page.fill(`#${id}`, value);
     await page.selectOption('#method', 'simclr');
     await page.selectOption('#backbone', 'tiny_resnet');
-    await page.setInputFiles('#folder', join(dir, 'images'));
+    await page.setInputFiles('#folder', join(suite.dir, 'images'));
     await waitForText(page, 'data-status', /^32 images, 8 x 8 px, 2 classes/);
     await page.fill('#pause-at', '20');
     await click(page, 'start');
@@ -112,24 +97,24 @@ describe('the training page in headless Chromium', function () {
     assert.deepEqual(errors, []);
 
     // The checkpoint the page offers continues in Node.
-    const checkpoint = await downloadCheckpoint(page, join(dir, 'page.ckpt'));
+    const checkpoint = await downloadCheckpoint(page, join(suite.dir, 'page.ckpt'));
     const command = ((await page.textContent('#node-command')) ?? '')
       .replace(/^Continue in Node: ssl-train /, '')
       .replace('page.ckpt', checkpoint)
-      .replaceAll('DIR', join(dir, 'images'));
-    const run = runCli([...command.split(' '), '--backend', 'cpu', '--workers', '0', '--max-steps', '21', '--run-dir', join(dir, 'node-run')]);
+      .replaceAll('DIR', join(suite.dir, 'images'));
+    const run = runCli([...command.split(' '), '--backend', 'cpu', '--workers', '0', '--max-steps', '21', '--run-dir', join(suite.dir, 'node-run')]);
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stderr, /resuming from .*page\.ckpt \(epoch 3, batch 4, step 20\)/);
 
     // The backbone the page exports (its downloads) gives ssl-train embed's features of the page's checkpoint.
-    const exported = join(dir, 'export');
+    const exported = join(suite.dir, 'export');
     assert.deepEqual((await downloadExport(page, exported)).sort(), ['group1-shard1of1.bin', 'model.json', 'ssl-zoo.json']);
-    const pixels = await folderPixels(join(dir, 'images'), IMAGE_SIZE);
+    const pixels = await folderPixels(join(suite.dir, 'images'), IMAGE_SIZE);
     const x = zoo.tf.tensor4d(pixels.values, [pixels.length, IMAGE_SIZE, IMAGE_SIZE, 3]);
     const [pageFeatures] = await runTfjs(exported, x);
     x.dispose();
-    const embedded = join(dir, 'embed.npy');
-    const folder = ['--dataset', 'folder', '--data-dir', join(dir, 'images'), '--val-dir', join(dir, 'images'), '--split', 'train'];
+    const embedded = join(suite.dir, 'embed.npy');
+    const folder = ['--dataset', 'folder', '--data-dir', join(suite.dir, 'images'), '--val-dir', join(suite.dir, 'images'), '--split', 'train'];
     const embed = runCli(['embed', '--checkpoint', checkpoint, ...folder, '--out', embedded, '--backend', 'cpu']);
     assert.equal(embed.status, 0, embed.stderr);
     const features = readNpy(embedded);
@@ -173,7 +158,7 @@ describe('the training page in headless Chromium', function () {
   });
 
   it("loads ssl-train's last.ckpt and continues it in the page", async () => {
-    const runDir = join(dir, 'node-first');
+    const runDir = join(suite.dir, 'node-first');
     const flags = [
       '--method',
       'simclr',
@@ -182,19 +167,19 @@ describe('the training page in headless Chromium', function () {
       '--dataset',
       'folder',
       '--data-dir',
-      join(dir, 'images'),
+      join(suite.dir, 'images'),
       '--val-dir',
-      join(dir, 'images'),
+      join(suite.dir, 'images'),
       '--val-every',
       '0',
     ];
     const sizes = ['--image-size', '8', '--channels', '3', '--batch-size', '4', '--epochs', '10', '--seed', '3'];
     const run = runCli([...flags, ...sizes, '--backend', 'cpu', '--workers', '0', '--max-steps', '6', '--run-dir', runDir]);
     assert.equal(run.status, 0, run.stderr);
-    const { page, requests, errors } = await openTrainingPage(browser);
+    const { page, requests, errors } = await openTrainingPage(suite.browser);
     await page.selectOption('#engine', 'cpu');
     await page.fill('#image-size', '8');
-    await page.setInputFiles('#folder', join(dir, 'images'));
+    await page.setInputFiles('#folder', join(suite.dir, 'images'));
     await waitForText(page, 'data-status', /^32 images/);
     const loaded = requests.length;
     await page.setInputFiles('#load-checkpoint', join(runDir, 'checkpoints', 'last.ckpt'));

@@ -2,24 +2,24 @@
  * The trainer's non-finite stop and its run-directory bookkeeping, in process: a NaN loss
  * or gradient leaves the parameters of the step before (the update is not applied), an
  * update that overflows is never checkpointed, the loggers get the reason; plus the
- * history cut back on resume (local and W&B) and the --checkpoint-every-steps option.
+ * history cut back on resume (locally; W&B's: tests/tracking/wandb-resume.full.test.ts) and the
+ * --checkpoint-every-steps option.
  */
 import { strict as assert } from 'node:assert';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Module } from '../../src/core/module.js';
 import { tf, type Scalar } from '../../src/core/tf.js';
 import { createOptimizer, toNamedParams } from '../../src/optim/index.js';
-import { loadCheckpoint, savedProgress, verifyCheckpoint } from '../../src/trainer/checkpoint.js';
+import { savedProgress, verifyCheckpoint } from '../../src/trainer/checkpoint.js';
 import type { DataSource, TrainingModule } from '../../src/trainer/interfaces.js';
 import type { Callback } from '../../src/trainer/callbacks.js';
 import { RunDirLogger, type Logger } from '../../src/trainer/loggers.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 import { NonFiniteError, Trainer, type TrainerOptions } from '../../src/trainer/trainer.js';
-import { readWandbRunInfo } from '../../src/tracking/identity.js';
 import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
 
-import { localHistory, metricsLines, trainWithWandb, useFakeWandb } from '../tracking/helpers.js';
+import { metricsLines } from '../tracking/helpers.js';
 
 class Quadratic extends Module {
   readonly w = this.addParameter('w', tf.tensor1d([1, -2, 3, -4]));
@@ -196,51 +196,6 @@ describe('resuming cuts the history back to the checkpoint', () => {
     new RunDirLogger(runDir).beginAt(2);
     assert.equal(readFileSync(join(runDir, 'metrics.jsonl'), 'utf8'), `${rows.slice(0, 2).join('\n')}\n`);
     assert.ok(!existsSync(join(runDir, 'summary.json')), 'an unfinished run has no summary');
-  });
-
-  describe('W&B', function () {
-    this.timeout(180_000);
-    const wandb = useFakeWandb();
-
-    it('a run that crashed after its epoch-1 checkpoint continues its W&B run and re-sends the history cut back to that checkpoint', async () => {
-      // 12 steps logged (every 2); then last.ckpt is lost: the newest checkpoint is
-      // epoch-1.ckpt at step 8, as after a crash between steps 8 and 12.
-      const first = await trainWithWandb({ maxSteps: 12 }, { env: wandb.env });
-      rmSync(join(first.runDir, 'checkpoints', 'last.ckpt'));
-      const id = readWandbRunInfo(first.runDir)?.id;
-      assert.ok(id);
-      const assertSent = (steps: number[]) => {
-        const lines = metricsLines(first.runDir);
-        assert.deepEqual(
-          lines.map((l) => l.step),
-          steps.flatMap((s) => (s % 8 === 0 ? [s, s] : [s])),
-          'metrics.jsonl: each step once (epoch ends: training and validation)',
-        );
-        const rows = localHistory(first.runDir);
-        const sent = wandb.server.run(id).history;
-        assert.deepEqual(
-          sent.map((l) => l._step),
-          steps,
-          'W&B history',
-        );
-        rows.forEach((row, i) => {
-          for (const [key, value] of Object.entries(row.values)) assert.equal(sent[i][key], value, `step ${row.step}: ${key}`);
-        });
-      };
-      // Resumed with nothing left to train (--max-steps 8): the history re-sent is the one
-      // up to the checkpoint, without the rows of steps 10 and 12.
-      wandb.server.run(id).history.length = 0;
-      await trainWithWandb({ resume: 'auto', maxSteps: 8 }, { env: wandb.env }, first.runDir);
-      assert.equal(readWandbRunInfo(first.runDir)?.id, id, 'the same W&B run');
-      assertSent([2, 4, 6, 8]);
-      // Resumed to the end: every step once, locally and in W&B.
-      wandb.server.run(id).history.length = 0;
-      await trainWithWandb({ resume: 'auto' }, { env: wandb.env }, first.runDir);
-      assertSent([2, 4, 6, 8, 10, 12, 14, 16]);
-      const ckpt = loadCheckpoint(join(first.runDir, 'checkpoints', 'last.ckpt'));
-      tf.dispose(Object.values(ckpt.tensors));
-      assert.equal(savedProgress(ckpt.meta)?.step, 16);
-    });
   });
 });
 

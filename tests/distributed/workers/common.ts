@@ -38,12 +38,14 @@ export function joinGroup(spec: BaseSpec, rank: number): Promise<ProcessGroup> {
 /** Clock start of the operation the failure tests time (set by the worker). */
 export const clock = { start: Date.now() };
 
-/** Runs the worker body: prints its JSON result, or the error and exits 1. */
+/**
+ * Runs the worker body: prints its JSON result and exits once the output is written (a pipe
+ * takes 64 KiB at once: exiting earlier cut a large result short), or the error and exits 1.
+ */
 export function run(body: () => Promise<unknown>): void {
   body().then(
     (result) => {
-      console.log(JSON.stringify(result ?? null));
-      process.exit(0);
+      process.stdout.write(`${JSON.stringify(result ?? null)}\n`, () => process.exit(0));
     },
     (err: unknown) => {
       const message = err instanceof Error ? err.message : String(err);
