@@ -3,6 +3,7 @@
  * `patch_embed.proj` (convolution, kernel = stride = patch), `cls_token` `[1, 1, D]`,
  * `pos_embed` `[1, 1 + G², D]`, `blocks.i` (pre-norm {@link TransformerBlock}s), `norm`.
  */
+import { invalidValue } from '../core/errors.js';
 import { truncNormal } from '../core/init.js';
 import { childLayer, Conv2d, LayerNorm, Sequential } from '../core/layers.js';
 import { Layer } from '../core/module.js';
@@ -175,6 +176,14 @@ export class VisionTransformer extends Backbone {
       return tf.concat([clsPos, tf.reshape(resizeBicubic(grid, h, w), [1, h * w, dim])], 1);
     });
   }
+}
+
+/** `backbone` as a Vision Transformer, which `method` needs; any other backbone is a user error naming both. */
+export function asVisionTransformer(backbone: Backbone, method: string): VisionTransformer {
+  if (!(backbone instanceof VisionTransformer)) {
+    throw invalidValue('backbone', backbone.constructor.name, `a Vision Transformer (vit_tiny or vit_small) for method ${method}`);
+  }
+  return backbone;
 }
 
 function vitFactory(shape: Omit<VitConfig, 'patchSize'>): (options: BackboneOptions) => VisionTransformer {

@@ -1,4 +1,4 @@
-import { VisionTransformer } from '../backbones/vit.js';
+import { asVisionTransformer, VisionTransformer } from '../backbones/vit.js';
 import { invalidValue } from '../core/errors.js';
 import { withoutGradientTape } from '../core/layers.js';
 import { tf, type Scalar, type Tensor, type Tensor1D, type Tensor2D, type Variable } from '../core/tf.js';
@@ -86,9 +86,7 @@ export class IBOT extends DINO {
 
   constructor(ctx: MethodContext) {
     super(ctx);
-    if (!(this.backbone instanceof VisionTransformer)) {
-      throw invalidValue('backbone', this.backbone.constructor.name, 'a Vision Transformer (vit_tiny or vit_small) for method ibot');
-    }
+    this.vit = asVisionTransformer(this.backbone, 'ibot');
     const { maskRatio, maskRatioVariation } = this.args;
     if (maskRatio - maskRatioVariation < 0 || maskRatio + maskRatioVariation > 1) {
       throw invalidValue(
@@ -97,7 +95,6 @@ export class IBOT extends DINO {
         `at most min(maskRatio, 1 - maskRatio) = ${Number(Math.min(maskRatio, 1 - maskRatio).toPrecision(12))}`,
       );
     }
-    this.vit = this.backbone;
     this.maskToken = this.addParameter('maskToken', tf.zeros([this.vit.featureDim]));
     this.patchCentre = this.addBuffer('patchCentre', tf.zeros([this.args.numPrototypes]));
   }

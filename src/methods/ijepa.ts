@@ -1,7 +1,7 @@
 import { invalidValue } from '../core/errors.js';
 import { detach } from '../core/ops.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
-import { VisionTransformer } from '../backbones/vit.js';
+import { asVisionTransformer, VisionTransformer } from '../backbones/vit.js';
 import type { CropPolicy } from '../data/augment/crops.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
 import { ijepaLoss, type IjepaDistance } from '../losses/index.js';
@@ -75,11 +75,8 @@ export class IJEPA extends MomentumMethod {
 
   constructor(ctx: MethodContext) {
     super(ctx);
-    if (!(this.backbone instanceof VisionTransformer) || !(this.momentumBackbone instanceof VisionTransformer)) {
-      throw invalidValue('backbone', this.backbone.constructor.name, 'a Vision Transformer (vit_tiny or vit_small) for method ijepa');
-    }
-    this.encoder = this.backbone;
-    this.targetEncoder = this.momentumBackbone;
+    this.encoder = asVisionTransformer(this.backbone, 'ijepa');
+    this.targetEncoder = asVisionTransformer(this.momentumBackbone, 'ijepa');
     const a = this.args;
     if (a.predictorEmbedDim % 4 !== 0 || a.predictorEmbedDim % a.predictorNumHeads !== 0) {
       throw invalidValue('method_args.predictor_embed_dim', a.predictorEmbedDim, `a multiple of 4 and of predictor_num_heads (${a.predictorNumHeads})`);

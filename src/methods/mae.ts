@@ -1,6 +1,6 @@
 import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar, type Tensor } from '../core/tf.js';
-import { VisionTransformer } from '../backbones/vit.js';
+import { asVisionTransformer, VisionTransformer } from '../backbones/vit.js';
 import type { CropPolicy } from '../data/augment/crops.js';
 import type { ViewRecipe } from '../data/augment/recipes.js';
 import { maeLoss } from '../losses/mae.js';
@@ -44,10 +44,7 @@ export class MAE extends BaseMethod {
 
   constructor(ctx: MethodContext) {
     super(ctx);
-    if (!(this.backbone instanceof VisionTransformer)) {
-      throw invalidValue('backbone', this.backbone.constructor.name, 'a Vision Transformer (vit_tiny or vit_small) for method mae');
-    }
-    this.encoder = this.backbone;
+    this.encoder = asVisionTransformer(this.backbone, 'mae');
     const { decoderEmbedDim, decoderDepth, decoderNumHeads } = this.args;
     if (decoderEmbedDim % 4 !== 0 || decoderEmbedDim % decoderNumHeads !== 0) {
       throw invalidValue('method_args.decoder_embed_dim', decoderEmbedDim, `a multiple of 4 and of decoder_num_heads (${decoderNumHeads})`);

@@ -1,8 +1,7 @@
-import { invalidValue } from '../core/errors.js';
 import type { Sequential } from '../core/layers.js';
 import { detach } from '../core/ops.js';
 import { tf, type Scalar, type Tensor, type Tensor2D, type Variable } from '../core/tf.js';
-import { VisionTransformer } from '../backbones/vit.js';
+import { asVisionTransformer, VisionTransformer } from '../backbones/vit.js';
 import type { CropPolicy } from '../data/augment/crops.js';
 import { msnLoss, MSN_DEFAULTS } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
@@ -84,10 +83,7 @@ export class MSN extends MomentumMethod {
 
   constructor(ctx: MethodContext) {
     super(ctx);
-    if (!(this.backbone instanceof VisionTransformer)) {
-      throw invalidValue('backbone', this.backbone.constructor.name, 'a Vision Transformer (vit_tiny or vit_small) for method msn');
-    }
-    this.encoder = this.backbone;
+    this.encoder = asVisionTransformer(this.backbone, 'msn');
     const { projHiddenDim, projOutputDim, numPrototypes, useBnInHead } = this.args;
     const build = () => dinoMlp(this.backbone.featureDim, projHiddenDim, projOutputDim, useBnInHead ? this.norm : undefined, ctx.rng);
     this.head = this.addModule('head', build());
