@@ -121,10 +121,7 @@ export class DINO extends MomentumMethod {
 
   /** Moves the centre to the mean of the centres the losses since the last call would set (nothing if none ran). */
   protected applyPendingCentre(): void {
-    const centre = this.pendingCentre.take();
-    if (centre === undefined) return;
-    this.centre.assign(centre);
-    centre.dispose();
+    this.pendingCentre.applyTo(this.centre);
   }
 
   override dispose(): void {

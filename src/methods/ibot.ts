@@ -202,10 +202,7 @@ export class IBOT extends DINO {
 
   /** Moves the patch centre to the mean of the patch centres the losses since the last call would set (nothing if none ran). */
   protected applyPendingPatchCentre(): void {
-    const centre = this.pendingPatchCentre.take();
-    if (centre === undefined) return;
-    this.patchCentre.assign(centre);
-    centre.dispose();
+    this.pendingPatchCentre.applyTo(this.patchCentre);
   }
 
   override dispose(): void {

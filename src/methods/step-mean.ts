@@ -1,4 +1,4 @@
-import { tf, type Tensor } from '../core/tf.js';
+import { tf, type Tensor, type Variable } from '../core/tf.js';
 
 /**
  * A state update collected over the micro-batches of one optimizer step and applied once,
@@ -38,6 +38,14 @@ export class StepMean {
     const mean = tf.tidy(() => tf.div(tf.addN(values.map(({ value, weight }) => tf.mul(value, weight))), total));
     tf.dispose(values.map((v) => v.value));
     return mean;
+  }
+
+  /** Assigns the {@link take}n mean to `target` (the state it updates); nothing if no value was added. */
+  applyTo(target: Variable): void {
+    const mean = this.take();
+    if (mean === undefined) return;
+    target.assign(mean);
+    mean.dispose();
   }
 
   /** Drops the values added (a step that was never finished). */

@@ -90,10 +90,7 @@ export class TiCo extends MomentumMethod {
 
   /** Moves the covariance to the mean of those the losses since the last call would set (nothing if none ran). */
   protected applyPendingCovariance(): void {
-    const covariance = this.pendingCovariance.take();
-    if (covariance === undefined) return;
-    this.covariance.assign(covariance);
-    covariance.dispose();
+    this.pendingCovariance.applyTo(this.covariance);
   }
 
   override dispose(): void {
