@@ -58,11 +58,12 @@ const ARGS: Record<string, string[]> = {
 };
 
 /**
- * Two ViT methods whose WebGPU steps take over a minute each on SwiftShader and whose kernels the
+ * Three ViT methods whose WebGPU steps take about a minute or more each on SwiftShader and whose kernels the
  * others run (iBOT: DINO's head and centres on MAE's ViT; MSN: SwAV's Sinkhorn-Knopp and DINO's
- * softmax targets on a ViT) run with `ENGINE_AGAINST=all`, with every other method.
+ * softmax targets on a ViT; I-JEPA: MAE's ViT and a smooth-L1, whose WebGPU steps the browser test
+ * checks against Node's too) run with `ENGINE_AGAINST=all`, with every other method.
  */
-const SLOW_COVERED = ['ibot', 'msn'];
+const SLOW_COVERED = ['ibot', 'msn', 'ijepa'];
 const METHODS = process.env.ENGINE_AGAINST === 'all' ? BUILT_IN_METHODS : BUILT_IN_METHODS.filter((m) => !SLOW_COVERED.includes(m));
 
 describe(`verify --engine-against: ${METHODS === BUILT_IN_METHODS ? 'every method' : `every method but ${SLOW_COVERED.join(', ')} (ENGINE_AGAINST=all)`} on webgpu against cpu (small shapes, 2 steps)`, function () {

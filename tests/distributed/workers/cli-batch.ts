@@ -8,8 +8,13 @@
  *
  * argv: `<spec.json> ` with spec `{ dir, entries: [{ id, argv }] }`. Around each entry it writes
  * `@@begin <id>` and `@@end <id> <exit code>` lines to stdout and stderr.
+ *
+ * The ranks start each command line together, as a launcher's workers do: after a command line,
+ * a rank waits until every rank has ended it ({@link endTogether}). Without that, a rank that
+ * ends early (rank 1 of a verify run, while rank 0 still compares) waits alone at the next
+ * rendezvous, whose connect timeout (the rows' `--timeout 60`) a loaded machine can exceed.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { main } from '../../../src/cli/main.js';
@@ -32,6 +37,16 @@ export interface CliBatchSpec {
   entries: Array<{ id: string; argv: string[] }>;
 }
 
+const rank = Number(process.env.RANK ?? 0);
+const worldSize = Number(process.env.WORLD_SIZE ?? 1);
+
+/** Marks command line `id` ended on this rank and waits until every rank has marked it. */
+async function endTogether(dir: string, id: string): Promise<void> {
+  const marker = (r: number) => join(dir, `ended-${id}-${r}`);
+  writeFileSync(marker(rank), '');
+  while (!Array.from({ length: worldSize }, (_, r) => marker(r)).every((path) => existsSync(path))) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
 const spec = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as CliBatchSpec;
 for (const { id, argv } of spec.entries) {
   process.env[RENDEZVOUS_ENV] = pathToFileURL(join(spec.dir, `rendezvous-${id}`)).href;
@@ -42,4 +57,5 @@ for (const { id, argv } of spec.entries) {
   process.exitCode = undefined;
   process.stdout.write(`@@end ${id} ${code}\n`);
   process.stderr.write(`@@end ${id} ${code}\n`);
+  await endTogether(spec.dir, id);
 }
