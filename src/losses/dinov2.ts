@@ -70,7 +70,9 @@ export interface Dinov2Result {
  * (iterations + 1 collectives each, none in backward; the masked patches' counts may differ
  * between ranks); KoLeo gathers the normalised features with their gradient (one all-gather
  * per global crop), so the nearest neighbours are the global batch's. The reference computes
- * KoLeo per GPU.
+ * KoLeo per GPU: `koleoGroup` (default `group`) is the group KoLeo alone runs on, a
+ * `SingleProcessGroup` for the reference's per-GPU KoLeo (another objective: neighbours among B
+ * rows rather than N).
  */
 export function dinov2Loss(
   studentCls: tf.Tensor2D[],
@@ -81,6 +83,7 @@ export function dinov2Loss(
   features: tf.Tensor2D[],
   options: Dinov2Options,
   group?: ProcessGroup,
+  koleoGroup?: ProcessGroup,
 ): Dinov2Result {
   if (!Array.isArray(studentCls) || studentCls.length < 2) throw new Error('dinov2Loss: needs the student outputs of at least 2 crops');
   const g = Array.isArray(teacherCls) ? teacherCls.length : 0;
@@ -129,7 +132,7 @@ export function dinov2Loss(
     const counts = selected.map((s) => s.rows.length);
     const patchTargets = splitRows(sinkhornKnopp(tf.concat(teacherMasked, 0) as tf.Tensor2D, sinkhorn, layout.group), counts);
     const patch = maskedPatchCrossEntropy(studentMasked, patchTargets, selected, b, studentTemperature);
-    const koleo = koleoWeight > 0 ? (tf.addN(features.map((f) => koleoLoss(f, {}, layout.group))) as Scalar) : tf.scalar(0);
+    const koleo = koleoWeight > 0 ? (tf.addN(features.map((f) => koleoLoss(f, {}, koleoGroup ?? layout.group))) as Scalar) : tf.scalar(0);
     const loss = tf.addN([cls, tf.mul(patch, patchLossWeight), tf.mul(koleo, koleoWeight)]) as Scalar;
     return { loss, cls, patch, koleo };
   });

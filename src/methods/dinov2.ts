@@ -1,5 +1,6 @@
 import { asVisionTransformer, VisionTransformer } from '../backbones/vit.js';
 import { withoutGradientTape } from '../core/layers.js';
+import type { ProcessGroup } from '../core/process-group.js';
 import { tf, type Scalar, type Tensor, type Tensor2D, type Variable } from '../core/tf.js';
 import type { CropPolicy } from '../data/augment/crops.js';
 import { dinov2Loss, DINOV2_DEFAULTS } from '../losses/dinov2.js';
@@ -123,6 +124,8 @@ export class DINOv2 extends DinoDistillation {
         masks,
         globalFeatures,
         options,
+        undefined,
+        this.koleoGroup(),
       ),
     );
     const classifier = this.classifierTerms(features, labels);
@@ -137,6 +140,15 @@ export class DINOv2 extends DinoDistillation {
     };
     for (const m of Object.values(metrics)) tf.keep(m);
     return { loss: total, metrics };
+  }
+
+  /**
+   * The group KoLeo's nearest neighbours are searched over: undefined, the step's (the global
+   * batch). The reference's per-GPU KoLeo would be a `SingleProcessGroup` (the negative control
+   * of the distributed tests).
+   */
+  protected koleoGroup(): ProcessGroup | undefined {
+    return undefined;
   }
 
   /** Not used: {@link trainingStep} is DINOv2's whole step (see {@link splitsLoss}). */
