@@ -131,7 +131,7 @@ describe('verify/loss-case: reading ssl-loss-oracle/2 (and /1) files', () => {
     const f = fresh();
     f.cases = f.cases.filter((c) => !['simclr', 'barlow', 'byol', 'vicreg'].includes(c.name as string));
     writeFileSync(join(dir, 'cases', 'a.json'), JSON.stringify(f));
-    assert.equal(loadLossCases(join(dir, 'cases')).cases.length, 28 + 4);
+    assert.equal(loadLossCases(join(dir, 'cases')).cases.length, 29 + 4);
     writeFileSync(join(dir, 'bad.json'), '{"format": ');
     fails(join(dir, 'bad.json'), /bad\.json: not valid JSON/);
     fails(join(dir, 'missing.json'), /missing\.json: cannot read the file \(ENOENT\)/);
