@@ -637,6 +637,78 @@ def koleo(t, h, r, w):
     return -torch.log(distances + eps).mean(), {}, {}
 
 
+def dinov2_sinkhorn(teacher_output, teacher_temp, n_iterations):
+    """DINOv2's sinkhorn_knopp_teacher on the GLOBAL batch's rows (what its all-reduced sums and count compute)."""
+    with torch.no_grad():
+        Q = torch.exp(teacher_output / teacher_temp).t()
+        B = Q.shape[1]
+        K_ = Q.shape[0]
+        Q /= torch.sum(Q)
+        for _ in range(n_iterations):
+            Q /= torch.sum(Q, dim=1, keepdim=True)
+            Q /= K_
+            Q /= torch.sum(Q, dim=0, keepdim=True)
+            Q /= B
+        Q *= B
+        return Q.t()
+
+
+def dinov2_koleo(x, eps, r, w):
+    """KoLeo of x's rows with the nearest neighbours over the GLOBAL batch (as koleo)."""
+    z = F.normalize(x, eps=eps, p=2, dim=-1)
+    every, mine = gather(z, w), local(z, r, w)
+    b = mine.shape[0]
+    dots = (mine @ every.T).detach().clone()
+    dots[torch.arange(b), r * b + torch.arange(b)] = -1
+    _, nearest = torch.max(dots, dim=1)
+    return -torch.log(F.pairwise_distance(mine, every[nearest], p=2, eps=eps) + eps).mean()
+
+
+def dinov2(t, h, r, w):
+    """DINOv2's SSLMetaArch.forward_backward with centering sinkhorn_knopp (2 global crops, the others local): DINOLoss of
+    the [CLS] outputs against Sinkhorn-Knopp of both global crops' teacher rows over the GLOBAL batch, the reference's
+    loss scales; iBOTPatchLoss.forward_masked with masks_weight against Sinkhorn-Knopp of the masked teacher patches of
+    the GLOBAL batch; koleo_loss_weight * the sum over the global crops of KoLeo (nearest neighbours over the GLOBAL
+    batch; the reference: per GPU)."""
+    students, teachers = numbered(t, "student"), numbered(t, "teacher")
+    student_patches, teacher_patches = numbered(t, "studentPatch"), numbered(t, "teacherPatch")
+    masks, features = [m.bool() for m in numbered(t, "mask")], numbered(t, "feature")
+    temp, iters = h["teacherTemperature"], int(h["sinkhornIterations"])
+    n, n_global, n_local = teachers[0].shape[0], len(teachers), len(students) - len(teachers)
+    # Teacher [CLS]: Sinkhorn-Knopp of both crops at once over the global batch, then rank r's rows of each crop.
+    q = dinov2_sinkhorn(torch.cat(teachers), temp, iters).view(n_global, n, -1)
+    q_local = [local(q[g], r, w) for g in range(n_global)]
+    # Teacher patches: Sinkhorn-Knopp of every masked patch of both crops over the global batch, scattered back.
+    every_mask = torch.stack(masks)  # [G, N, L]
+    masked_teacher = torch.stack(teacher_patches)[every_mask]  # [M, K]
+    assigned = torch.zeros_like(torch.stack(teacher_patches))
+    assigned[every_mask] = dinov2_sinkhorn(masked_teacher, temp, iters)
+    # Rank r: the reference's forward_backward on its slices.
+    def dino_loss(student_list, teacher_list):
+        total = 0
+        for s in student_list:
+            lsm = F.log_softmax(s / h["studentTemperature"], dim=-1)
+            for q_ in teacher_list:
+                total -= torch.sum(q_ * lsm, dim=-1).mean()
+        return total
+    n_local_terms = max(n_local * n_global, 1)
+    n_global_terms = (n_global - 1) * n_global
+    s_local = [local(s, r, w) for s in students]
+    loss = 0
+    if n_local > 0:
+        loss += dino_loss(s_local[n_global:], q_local) / (n_global_terms + n_local_terms)
+    swapped = torch.cat([q_local[1], q_local[0]])
+    loss += dino_loss([torch.cat(s_local[:n_global])], [swapped]) * 2 / (n_global_terms + n_local_terms)
+    loss += h["koleoWeight"] * sum(dinov2_koleo(f, 1e-8, r, w) for f in features)
+    collated = torch.cat([local(m, r, w) for m in masks])  # [2B, L]
+    masks_weight = (1 / collated.sum(-1).clamp(min=1.0)).unsqueeze(-1).expand_as(collated)[collated]
+    s_masked = torch.cat([local(sp, r, w) for sp in student_patches])[collated]
+    t_masked = torch.cat([local(a, r, w) for a in assigned])[collated]
+    patch = -(torch.sum(t_masked * F.log_softmax(s_masked / h["studentTemperature"], dim=-1), dim=-1) * masks_weight).sum() / collated.shape[0]
+    loss += h["patchLossWeight"] * patch * 2 * (1.0 / n_global)
+    return loss, {}, {}
+
+
 LOSSES = {
     "simclr": simclr, "barlow": barlow, "byol": byol, "vicreg": vicreg, "moco": moco, "mocov3": mocov3,
     "simsiam": simsiam, "nnclr": nnclr, "supcon": supcon, "ressl": ressl, "dcl": dcl, "swav": swav, "dino": dino,
@@ -652,6 +724,7 @@ LOSSES = {
     "vicregl": vicregl,
     "ibot": ibot,
     "koleo": koleo,
+    "dinov2": dinov2,
 }
 
 CONVENTIONS = {
@@ -746,6 +819,15 @@ CONVENTIONS = {
     "koleo": "DINOv2 KoLeoLoss: z = F.normalize(x, eps); each of rank r's rows' nearest neighbour (largest cosine, own row "
     "set to -1, first maximum) among the rows of the GLOBAL batch (differentiable gather); -mean over rank r's rows of "
     "log(PairwiseDistance(eps)(z_i, z_nn) + eps) (DINOv2 computes it per GPU)",
+    "dinov2": "DINOv2 SSLMetaArch (centering sinkhorn_knopp), student0.. the crops (2 global first), teacher0, teacher1 the "
+    "global crops' teacher [CLS] outputs: q = sinkhorn_knopp_teacher(cat(teacher0, teacher1), teacherTemperature, "
+    "sinkhornIterations) over the GLOBAL batch; cls = (sum over local crops v and q_g of -mean_i sum q_g log_softmax(student_v / "
+    "studentTemperature) + 2 * DINOLoss(cat(student0, student1), cat(q_1, q_0))) / (2 + max(2 * locals, 1)) (rank r's rows); "
+    "patch = -sum over rank r's masked patches of both crops of masks_weight * sum_k p log_softmax(studentPatch / "
+    "studentTemperature) / (2B), masks_weight = 1 / (masked patches of the image), p = sinkhorn_knopp_teacher of the masked "
+    "teacherPatch rows of both crops over the GLOBAL batch (unequal counts per rank); koleo = sum over the global crops of "
+    "KoLeo(feature_g, eps 1e-8) with nearest neighbours over the GLOBAL batch (DINOv2: per GPU); "
+    "loss = cls + patchLossWeight * patch + koleoWeight * koleo",
 }
 
 
@@ -968,6 +1050,22 @@ def make_inputs(name, g):
         masks[0, 0] = 0  # an unmasked image (its patch term is 0, still counted in the mean)
         out.update({f"mask{v}": entry(masks[v], 0, "int32") for v in range(2)})
         return out, {"centre": state_entry(0.3 * randn(g, K)), "patchCentre": state_entry(0.2 * randn(g, K))}
+    if name == "dinov2":
+        # 2 global crops (patch outputs of L = 5 patches each) and 1 local crop; K = 10 prototypes; [CLS] features D = 8.
+        n, L = N, 5
+        base, pbase = randn(g, n, K), randn(g, n, L, K)
+        out = {f"student{v}": entry(base + 0.7 * randn(g, n, K)) for v in range(3)}
+        out.update({f"teacher{v}": entry(2 * base + 0.3 * randn(g, n, K) + 0.5) for v in range(2)})
+        out.update({f"studentPatch{v}": entry(pbase + 0.7 * randn(g, n, L, K)) for v in range(2)})
+        out.update({f"teacherPatch{v}": entry(2 * pbase + 0.3 * randn(g, n, L, K) - 0.3) for v in range(2)})
+        masks = (torch.rand(2, n, L, generator=g) < 0.4).to(torch.long)
+        # No masked patch on the last 3 images (counted in the mean as 0): rank 3 of 4 holds none (its Sinkhorn has 0
+        # rows); the other ranks' counts differ.
+        masks[:, n - 3:] = 0
+        out.update({f"mask{v}": entry(masks[v], 0, "int32") for v in range(2)})
+        centres = randn(g, 4, D)
+        out.update({f"feature{v}": entry(centres[torch.arange(n) % 4] + 0.4 * randn(g, n, D)) for v in range(2)})
+        return out, {}
     if name == "koleo":
         # 4 clusters of 3 rows, the clusters spread over the ranks: nearest neighbours cross the ranks' slices.
         centres = randn(g, 4, D)
@@ -1041,6 +1139,8 @@ CASES = [
     ("ibot", "ibot", 35, {"studentTemperature": 0.1, "teacherTemperature": 0.04, "teacherPatchTemperature": 0.07,
                           "centreMomentum": 0.9, "patchCentreMomentum": 0.9, "patchLossWeight": 1.0}),
     ("koleo", "koleo", 36, {"eps": 1e-8}),
+    ("dinov2", "dinov2", 37, {"studentTemperature": 0.1, "teacherTemperature": 0.07, "sinkhornIterations": 3,
+                              "patchLossWeight": 1.0, "koleoWeight": 0.1}),
 ]
 
 

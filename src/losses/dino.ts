@@ -71,18 +71,31 @@ export function dinoLoss(student: tf.Tensor2D[], teacher: tf.Tensor2D[], centre:
   if (!(Number.isFinite(momentum) && momentum >= 0 && momentum <= 1)) throw invalidValue('centreMomentum', momentum, 'a number in [0, 1]');
   const layout = batchLayout('dinoLoss', b, group);
   const loss = tf.tidy(() => {
+    // softmax as exp(logSoftmax): tf.softmax is slow on the CPU backend for wide K.
+    const targets = teacher.map((t) => tf.exp(tf.logSoftmax(tf.div(tf.sub(detach(t), detach(centre)), teacherTemperature), 1)) as tf.Tensor2D); // [B, K]
+    return dinoCrossEntropy(student, targets, studentTemperature);
+  });
+  return { loss, centre: updatedCentre(teacher, centre, momentum, layout) };
+}
+
+/**
+ * DINO's cross-entropy of the teacher's distributions of the global crops against the
+ * student's of every other crop: `mean over pairs (g, v ≠ g) of mean_i −Σ_k targets_g[i]_k ·
+ * log_softmax(student_v[i] / τs)_k`, the pairs in DINO's order (g outer, v inner). `targets`:
+ * G tensors `[B, K]`, probabilities (constants: the caller's centred or Sinkhorn-Knopp teacher
+ * outputs); `student`: V tensors `[B, K]`, the G global crops first. Also DINOv2's `[CLS]` loss.
+ */
+export function dinoCrossEntropy(student: tf.Tensor2D[], targets: tf.Tensor2D[], studentTemperature: number): Scalar {
+  return tf.tidy(() => {
     const logStudent = student.map((s) => tf.logSoftmax(tf.div(s, studentTemperature), 1)); // [B, K] each
     const terms: Scalar[] = [];
-    teacher.forEach((t, g) => {
-      // softmax as exp(logSoftmax): tf.softmax is slow on the CPU backend for wide K.
-      const target = tf.exp(tf.logSoftmax(tf.div(tf.sub(detach(t), detach(centre)), teacherTemperature), 1)); // [B, K]
+    targets.forEach((target, g) => {
       logStudent.forEach((logS, v) => {
         if (v !== g) terms.push(tf.neg(tf.mean(tf.sum(tf.mul(target, logS), 1))) as Scalar);
       });
     });
     return tf.div(tf.addN(terms), terms.length) as Scalar;
   });
-  return { loss, centre: updatedCentre(teacher, centre, momentum, layout) };
 }
 
 /**

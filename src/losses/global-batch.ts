@@ -29,12 +29,21 @@ import { detach } from '../core/ops.js';
 import { tf } from '../core/tf.js';
 import { meanCrossEntropy, rangeFrom } from './ops.js';
 
-/** Where this rank's rows sit in the global batch. */
-export interface BatchLayout {
+/**
+ * The ranks a statistic is reduced over, with no assumption about how many rows each holds
+ * (what {@link reduceOverRanks} and {@link reduceValuesOverRanks} need): Sinkhorn-Knopp over
+ * the masked patches of the global batch, whose count differs from rank to rank, uses this
+ * rather than a {@link BatchLayout}.
+ */
+export interface RankGroup {
   /** The group the collectives run on; undefined for one process. */
   readonly group: ProcessGroup | undefined;
   readonly rank: number;
   readonly worldSize: number;
+}
+
+/** Where this rank's rows sit in the global batch: every rank holds the same number B of rows per view. */
+export interface BatchLayout extends RankGroup {
   /** B: rows per view on this rank (equal on every rank). */
   readonly localBatch: number;
   /** N = W·B: rows per view over all ranks. */
@@ -44,13 +53,12 @@ export interface BatchLayout {
 }
 
 /**
- * The layout of a batch of `localBatch` rows per view on this rank (every rank must pass the
- * same B: the sampler makes per-rank batches equal). `fn` names the caller in messages.
- * The group is `explicit` if given, else the one a method's training step scopes
- * (`withProcessGroup`, set by BaseMethod around its coupled loss), else one process; in a
- * multi-rank job a coupled loss with neither is refused rather than silently local.
+ * The ranks of the group `explicit` if given, else of the one a method's training step scopes
+ * (`withProcessGroup`), else one process; in a multi-rank job a coupled loss with neither is
+ * refused rather than silently local. `fn` names the caller in messages. Each rank may hold
+ * any number of rows (0 included): nothing here counts them.
  */
-export function batchLayout(fn: string, localBatch: number, explicit: ProcessGroup | undefined): BatchLayout {
+export function rankGroup(fn: string, explicit: ProcessGroup | undefined): RankGroup {
   const group = explicit ?? scopedProcessGroup();
   if (!group && jobWorldSize() > 1) {
     throw new Error(
@@ -63,13 +71,23 @@ export function batchLayout(fn: string, localBatch: number, explicit: ProcessGro
   if (!(Number.isInteger(worldSize) && worldSize >= 1 && Number.isInteger(rank) && rank >= 0 && rank < worldSize)) {
     throw new RangeError(`${fn}: invalid process group (rank ${rank} of world size ${worldSize})`);
   }
+  return { group, rank, worldSize };
+}
+
+/**
+ * The layout of a batch of `localBatch` rows per view on this rank (every rank must pass the
+ * same B: the sampler makes per-rank batches equal; `globalBatch` and `offset` assume it).
+ * `fn` names the caller in messages; the group is {@link rankGroup}'s (`withProcessGroup`, set
+ * by BaseMethod around its coupled loss, if `explicit` is not given). Rows whose count differs
+ * between ranks (masked patches) need only a {@link RankGroup}.
+ */
+export function batchLayout(fn: string, localBatch: number, explicit: ProcessGroup | undefined): BatchLayout {
+  const ranks = rankGroup(fn, explicit);
   return {
-    group,
-    rank,
-    worldSize,
+    ...ranks,
     localBatch,
-    globalBatch: worldSize * localBatch,
-    offset: rank * localBatch,
+    globalBatch: ranks.worldSize * localBatch,
+    offset: ranks.rank * localBatch,
   };
 }
 
@@ -167,9 +185,10 @@ export function globalBatchInfoNce(anchors: tf.Tensor2D, candidates: tf.Tensor2D
  * of masked patches): every rank gets the same result. The values travel as float32 (the
  * process group moves float32 only), so with W > 1 the result is rounded to float32 (relative
  * 6e-8). World size 1: a copy. Every rank must call it the same number of times, in the same
- * order, with arrays of the same length.
+ * order, with arrays of the same length; how many rows each rank's values came from does not
+ * matter (a {@link RankGroup} suffices).
  */
-export function reduceValuesOverRanks(values: Float64Array, layout: BatchLayout, op: 'sum' | 'max'): Float64Array {
+export function reduceValuesOverRanks(values: Float64Array, layout: RankGroup, op: 'sum' | 'max'): Float64Array {
   if (layout.worldSize === 1) return values.slice();
   const data = Float32Array.from(values);
   layout.group!.allReduce(data, op);
@@ -184,7 +203,7 @@ export function reduceValuesOverRanks(values: Float64Array, layout: BatchLayout,
  * W > 1: read synchronously and reduced through the group ({@link reduceValuesOverRanks},
  * float32 on the wire), then uploaded as a new tensor.
  */
-export function reduceOverRanks<T extends tf.Tensor>(x: T, layout: BatchLayout, op: 'sum' | 'max'): T {
+export function reduceOverRanks<T extends tf.Tensor>(x: T, layout: RankGroup, op: 'sum' | 'max'): T {
   if (layout.worldSize === 1) return x;
   const reduced = reduceValuesOverRanks(Float64Array.from(x.dataSync()), layout, op);
   return tf.tensor(Float32Array.from(reduced), x.shape, 'float32') as T;

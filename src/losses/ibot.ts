@@ -54,6 +54,31 @@ export function maskedRows(mask: ArrayLike<number>, patches: number): { rows: In
 }
 
 /**
+ * The masked-patch cross-entropy of iBOT and DINOv2: `mean_g Σ_rows w · (−Σ_k target_k ·
+ * log_softmax(student / τs)_k) / B`, for G global crops: `studentMasked[g]` `[M_g, K]` the
+ * student's outputs of the masked patches, `targets[g]` `[M_g, K]` the teacher's probabilities
+ * of the same patches (constants), `selected[g].weights` `[M_g]` their {@link maskedRows}
+ * weights, B the images per crop. A crop with no masked patch adds 0 (with a gradient path).
+ */
+export function maskedPatchCrossEntropy(
+  studentMasked: tf.Tensor2D[],
+  targets: tf.Tensor2D[],
+  selected: Array<{ weights: Float32Array }>,
+  images: number,
+  studentTemperature: number,
+): Scalar {
+  return tf.tidy(() => {
+    const perCrop = studentMasked.map((s, i) => {
+      const { weights } = selected[i]!;
+      if (weights.length === 0) return tf.mul(tf.sum(s), 0) as Scalar; // no masked patch in this crop's batch
+      const perRow = tf.neg(tf.sum(tf.mul(targets[i]!, tf.logSoftmax(tf.div(s, studentTemperature), 1)), 1)); // [M]
+      return tf.div(tf.sum(tf.mul(perRow, tf.tensor1d(weights))), images) as Scalar;
+    });
+    return tf.div(tf.addN(perCrop), perCrop.length) as Scalar;
+  });
+}
+
+/**
  * iBOT: `cls + λ2 · patch`, where `cls` is {@link dinoLoss} of the `[CLS]` outputs (every pair
  * of a global teacher crop g and another student crop v) and
  * `patch = mean_g mean_i Σ_l m_gil · (−Σ_k softmax((Tp_gil − c2) / τp)_k · log_softmax(Sp_gil / τs)_k) / max(Σ_l m_gil, 1)`,
@@ -120,15 +145,13 @@ export function ibotLoss(
   const dino = dinoLoss(studentCls, teacherCls, centre, options, group);
   const layout = batchLayout('ibotLoss', b, group);
   const parts = tf.tidy(() => {
-    const perCrop = studentMasked.map((s, i) => {
-      const { rows, weights } = selected[i]!;
-      if (rows.length === 0) return tf.mul(tf.sum(s), 0) as Scalar; // no masked patch in this crop's batch
+    const targets = studentMasked.map((_, i) => {
+      const { rows } = selected[i]!;
+      if (rows.length === 0) return tf.zeros([0, k]) as tf.Tensor2D; // no masked patch in this crop's batch
       const teacherRows = tf.gather(tf.reshape(detach(teacherPatch[i]!), [b * l, k]), tf.tensor1d(rows, 'int32')); // [M, K]
-      const target = tf.exp(tf.logSoftmax(tf.div(tf.sub(teacherRows, detach(patchCentre)), teacherPatchTemperature), 1)); // [M, K]
-      const perRow = tf.neg(tf.sum(tf.mul(target, tf.logSoftmax(tf.div(s, studentTemperature), 1)), 1)); // [M]
-      return tf.div(tf.sum(tf.mul(perRow, tf.tensor1d(weights))), b) as Scalar;
+      return tf.exp(tf.logSoftmax(tf.div(tf.sub(teacherRows, detach(patchCentre)), teacherPatchTemperature), 1)) as tf.Tensor2D; // [M, K]
     });
-    const patch = tf.div(tf.addN(perCrop), perCrop.length) as Scalar;
+    const patch = maskedPatchCrossEntropy(studentMasked, targets, selected, b, studentTemperature);
     return { patch, loss: tf.add(dino.loss, tf.mul(patch, weight)) as Scalar };
   });
   const means = teacherPatch.map((t) => tf.mean(detach(t), 1) as tf.Tensor2D); // [B, K] each

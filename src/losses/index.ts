@@ -41,3 +41,4 @@ export { msnLoss, MSN_DEFAULTS, type MsnOptions, type MsnResult } from './msn.js
 export { vicreglLoss, VICREGL_DEFAULTS, type VicreglOptions, type VicreglResult } from './vicregl.js';
 export { ibotLoss, maskedRows, type IbotOptions, type IbotResult } from './ibot.js';
 export { koleoLoss, KOLEO_EPS } from './koleo.js';
+export { dinov2Loss, DINOV2_DEFAULTS, type Dinov2Options, type Dinov2Result } from './dinov2.js';

@@ -6,7 +6,8 @@ import { invalidValue } from '../core/errors.js';
 import { tf } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { detach } from '../core/ops.js';
-import { batchLayout, reduceOverRanks } from './global-batch.js';
+import { withoutGradientTape } from '../core/layers.js';
+import { rankGroup, reduceOverRanks } from './global-batch.js';
 import { checkPositive } from './ops.js';
 
 export interface SinkhornOptions {
@@ -27,12 +28,15 @@ export const SINKHORN_DEFAULTS: Readonly<Omit<SinkhornOptions, 'queueScores'>> =
 
 /**
  * Sinkhorn-Knopp: soft assignments of samples to prototypes with equal prototype shares.
- * Starting from `Q = exp(scores / ε)` over the M rows of the global batch (N = W·B batch rows,
+ * Starting from `Q = exp(scores / ε)` over the M rows of the global batch (every rank's rows,
  * plus the S queue rows), each iteration divides every prototype column by its sum over all M
  * rows (each prototype's total becomes 1/K) and then every row by its sum (each sample's total
  * becomes 1/M); the result is scaled so that every row sums to 1.
  *
- * - `scores`: `[B, K]` this rank's scores (cosine similarities to the K prototypes).
+ * - `scores`: `[B, K]` this rank's scores (cosine similarities to the K prototypes). B may
+ *   differ between ranks and may be 0 (DINOv2's masked patches: each rank holds its own
+ *   count): nothing counts the rows, the column sums are all-reduced and the row normalisation
+ *   is local (the reference's division by the global count is a constant factor, cancelled).
  * - Returns `[B, K]` float32, this rank's rows of the one-process Q: a constant (as solo-learn's
  *   `torch.no_grad`): `scores` and `queueScores` get exactly zero gradient through it.
  *
@@ -58,26 +62,32 @@ export function sinkhornKnopp(scores: tf.Tensor2D, options: SinkhornOptions = SI
   if (queueScores !== undefined) checkScores('queueScores', queueScores, scores.shape[1]);
   checkPositive('epsilon', epsilon);
   if (!(Number.isInteger(iterations) && iterations >= 1)) throw invalidValue('iterations', iterations, 'an integer >= 1');
-  const layout = batchLayout('sinkhornKnopp', scores.shape[0], group);
-  return tf.tidy(() => {
-    const local = detach(scores); // [B, K]: a constant, exactly zero gradient
-    const queue = queueScores ? detach(queueScores) : undefined; // [S, K]
-    // log Q = (s − m_c) / ε, m_c: prototype c's largest score over the global batch and the queue.
-    let max = reduceOverRanks(tf.max(local, 0), layout, 'max'); // [K]
-    if (queue) max = tf.maximum(max, tf.max(queue, 0));
-    let logQ = tf.div(tf.sub(local, max), epsilon); // [B, K]
-    let logQueue = queue ? tf.div(tf.sub(queue, max), epsilon) : undefined; // [S, K]
-    for (let it = 0; it < iterations; it++) {
-      // Prototype columns: Σ over the local rows, all-reduced, plus the queue rows (the same on every rank).
-      let sums = reduceOverRanks(tf.sum(tf.exp(logQ), 0), layout, 'sum'); // [K]
-      if (logQueue) sums = tf.add(sums, tf.sum(tf.exp(logQueue), 0));
-      const logSums = tf.log(sums);
-      // Sample rows: local, as log-sum-exp.
-      logQ = normaliseRows(tf.sub(logQ, logSums));
-      logQueue = logQueue ? normaliseRows(tf.sub(logQueue, logSums)) : undefined;
-    }
-    return tf.exp(logQ) as tf.Tensor2D;
-  });
+  const layout = rankGroup('sinkhornKnopp', group);
+  // Off the gradient tape: Q is a constant, and a tape would keep every [rows, K] intermediate of
+  // the iterations until the backward pass (gigabytes for DINOv2's masked patches at its defaults).
+  return withoutGradientTape(() =>
+    tf.tidy(() => {
+      const local = detach(scores); // [B, K]: a constant, exactly zero gradient
+      const queue = queueScores ? detach(queueScores) : undefined; // [S, K]
+      // log Q = (s − m_c) / ε, m_c: prototype c's largest score over the global batch and the queue
+      // (a rank without rows takes part with −∞: the max of no rows).
+      const localMax = local.shape[0] > 0 ? tf.max(local, 0) : tf.fill([local.shape[1]], -Infinity);
+      let max = reduceOverRanks(localMax, layout, 'max'); // [K]
+      if (queue) max = tf.maximum(max, tf.max(queue, 0));
+      let logQ = tf.div(tf.sub(local, max), epsilon); // [B, K]
+      let logQueue = queue ? tf.div(tf.sub(queue, max), epsilon) : undefined; // [S, K]
+      for (let it = 0; it < iterations; it++) {
+        // Prototype columns: Σ over the local rows, all-reduced, plus the queue rows (the same on every rank).
+        let sums = reduceOverRanks(tf.sum(tf.exp(logQ), 0), layout, 'sum'); // [K]
+        if (logQueue) sums = tf.add(sums, tf.sum(tf.exp(logQueue), 0));
+        const logSums = tf.log(sums);
+        // Sample rows: local, as log-sum-exp.
+        logQ = normaliseRows(tf.sub(logQ, logSums));
+        logQueue = logQueue ? normaliseRows(tf.sub(logQueue, logSums)) : undefined;
+      }
+      return tf.exp(logQ) as tf.Tensor2D;
+    }),
+  );
 }
 
 /**

@@ -11,17 +11,12 @@ import { MomentumMethod } from './momentum.js';
 import { StepMean } from './step-mean.js';
 
 /**
- * DINO (Caron et al. 2021): self-distillation without labels. The student (backbone and
- * {@link DinoHead}) sees every crop, the teacher (their EMA copy, {@link MomentumMethod}) the
- * global crops; each student output `[B, K]` predicts the centred, sharpened teacher
- * distribution of every other global crop ({@link dinoLoss}).
+ * The student-teacher self-distillation that DINO, iBOT and DINOv2 share: the student (backbone
+ * and {@link DinoHead}) and its EMA teacher ({@link MomentumMethod}), the teacher temperature's
+ * warm-up, the epoch of the current step, and the gradient clipping and last-layer freeze of
+ * {@link adjustGradients}. How the teacher's outputs become targets (a centre, Sinkhorn-Knopp)
+ * is the subclass's.
  *
- * - Centre: a `[K]` buffer (checkpointed, compared by `verify`), moved once per optimizer
- *   step, after it ({@link onTrainBatchEnd}), with the teacher outputs' mean over the global
- *   batch (all-reduced inside the loss), so every rank holds the one-process centre. Under
- *   `--accumulate-grad-batches k` every micro-batch's loss uses the step's centre and the
- *   centre then moves with the mean over all k micro-batches ({@link StepMean}), as with one
- *   batch of kN (not k times, once per micro-batch: lightly #2062).
  * - Teacher temperature: linear warm-up from `warmupTeacherTemperature` to
  *   `teacherTemperature` over the first `warmupTeacherTemperatureEpochs` epochs (solo-learn's
  *   `np.linspace` per epoch), then constant; the epoch is read before each step.
@@ -29,15 +24,8 @@ import { StepMean } from './step-mean.js';
  *   parameter's gradient is scaled to norm at most `clipGrad` (solo-learn's
  *   `dino_clip_gradients`, `clip / (‖g‖ + 1e-6)`); during the first `freezeLastLayerEpochs`
  *   epochs the head's last layer gets no gradient (not updated, no momentum, no weight decay).
- *
- * Defaults are solo-learn's CIFAR recipe (`scripts/pretrain/cifar/dino.yaml`,
- * `solo/methods/dino.py`): head 2048-2048-256 -> 4096 without batch norm (`useBnInHead` false),
- * tau 0.9995 -> 1, student temperature 0.1, teacher 0.07 (warm-up from 0.04 over 0 epochs),
- * centre momentum 0.9, no clipping, last layer frozen for 1 epoch, LARS lr 0.3, classifier lr
- * 0.1, weight decay 1e-6, the asymmetric `byol` views, 2 global crops (the recipe has no local
- * crops; `--crops` adds them, e.g. DINO's `2x28:0.4-1,6x12:0.05-0.4`).
  */
-export class DINO extends MomentumMethod {
+export abstract class DinoDistillation extends MomentumMethod {
   static override readonly args = defineArgs({
     ...MomentumMethod.args,
     baseTau: { ...MomentumMethod.args.baseTau, default: 0.9995 },
@@ -48,25 +36,16 @@ export class DINO extends MomentumMethod {
     teacherTemperature: { kind: 'float', default: 0.07, gt: 0, description: 'softmax temperature of the teacher after the warm-up' },
     warmupTeacherTemperature: { kind: 'float', default: 0.04, gt: 0, description: 'teacher temperature at epoch 0 of the warm-up' },
     warmupTeacherTemperatureEpochs: { kind: 'int', default: 0, ge: 0, description: 'epochs of the linear teacher temperature warm-up' },
-    centreMomentum: { kind: 'float', default: 0.9, ge: 0, le: 1, description: 'momentum of the teacher centre' },
     clipGrad: { kind: 'float', default: 0, ge: 0, description: "largest norm of each backbone parameter's gradient (0: no clipping)" },
     freezeLastLayerEpochs: { kind: 'int', default: 1, ge: 0, description: "epochs during which the head's last layer gets no gradient" },
     useBnInHead: { kind: 'bool', default: false, description: "true: batch norm (--norm's kind) after each hidden layer of the head; false: none" },
   });
-  declare readonly args: ArgValues<typeof DINO.args>;
-  static override readonly paper: string = 'Caron et al. 2021, "Emerging Properties in Self-Supervised Vision Transformers"';
-  static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-6 };
-  static override readonly viewRecipe = 'byol' as const;
-  static override readonly crops: CropPolicy = { globalCrops: 2, multiCrop: true, localScale: [0.05, 0.4] };
+  declare readonly args: ArgValues<typeof DinoDistillation.args>;
 
   /** The student's head, `[B, F] -> [B, numPrototypes]`. */
   readonly head: DinoHead;
   /** The teacher's head (EMA copy of {@link head}). */
   readonly momentumHead: DinoHead;
-  /** `[numPrototypes]`: the teacher centre (zeros at the start). */
-  readonly centre: Variable;
-  /** The centres the step's micro-batches would set, applied once after the optimizer step. */
-  protected readonly pendingCentre = new StepMean();
   /** The epoch of the current step (set by {@link onTrainBatchStart}). */
   protected epoch = 0;
 
@@ -76,13 +55,83 @@ export class DINO extends MomentumMethod {
     const head = { hiddenDim: projHiddenDim, bottleneckDim: projOutputDim, outputDim: numPrototypes, hiddenNorm: useBnInHead ? this.norm : undefined };
     this.head = this.addModule('head', new DinoHead(this.backbone.featureDim, { ...head, rng: ctx.rng }));
     this.momentumHead = this.addMomentumProjector(this.head, new DinoHead(this.backbone.featureDim, { ...head, rng: ctx.rng }));
-    this.centre = this.addBuffer('centre', tf.zeros([numPrototypes]));
   }
 
   /** The teacher temperature of `epoch`: linear from the warm-up value over the warm-up epochs, then constant. */
   teacherTemperature(epoch: number): number {
     const { warmupTeacherTemperature: start, teacherTemperature: end, warmupTeacherTemperatureEpochs: epochs } = this.args;
     return warmedUp(start, end, epochs, epoch);
+  }
+
+  override onTrainBatchStart(info: StepInfo): void {
+    this.epoch = info.epoch;
+  }
+
+  /**
+   * Clips each backbone gradient to norm `clipGrad` (if > 0), then drops the last layer's during
+   * the first `freezeLastLayerEpochs` epochs. As DINO's `clip_gradients`: g · min(clip / (‖g‖ + 1e-6), 1),
+   * computed on the device (a scalar `[]` coefficient, never read); a factor of 1 leaves g exactly as it was.
+   */
+  override adjustGradients(grads: Record<string, Tensor>, info: StepInfo): Record<string, Tensor> {
+    const clip = this.args.clipGrad;
+    const clipped = { ...grads };
+    if (clip > 0) {
+      for (const v of this.backbone.parameters()) {
+        const g = grads[v.name];
+        if (!g) continue;
+        clipped[v.name] = tf.tidy(() => tf.mul(g, tf.minimum(tf.div(clip, tf.add(tf.norm(g), 1e-6)), 1)));
+      }
+    }
+    return info.epoch < this.args.freezeLastLayerEpochs ? withoutGradients(clipped, this.head.lastLayer) : clipped;
+  }
+}
+
+/** {@link DinoDistillation}'s arguments, the head's and the temperatures' first, then the gradients'. */
+const { clipGrad, freezeLastLayerEpochs, useBnInHead, ...DISTILLATION_HEAD_ARGS } = DinoDistillation.args;
+
+/**
+ * DINO (Caron et al. 2021): self-distillation without labels. The student (backbone and
+ * {@link DinoHead}) sees every crop, the teacher (their EMA copy, {@link DinoDistillation}) the
+ * global crops; each student output `[B, K]` predicts the centred, sharpened teacher
+ * distribution of every other global crop ({@link dinoLoss}).
+ *
+ * - Centre: a `[K]` buffer (checkpointed, compared by `verify`), moved once per optimizer
+ *   step, after it ({@link onTrainBatchEnd}), with the teacher outputs' mean over the global
+ *   batch (all-reduced inside the loss), so every rank holds the one-process centre. Under
+ *   `--accumulate-grad-batches k` every micro-batch's loss uses the step's centre and the
+ *   centre then moves with the mean over all k micro-batches ({@link StepMean}), as with one
+ *   batch of kN (not k times, once per micro-batch: lightly #2062).
+ * - Teacher temperature, clipping and last-layer freeze: {@link DinoDistillation}'s.
+ *
+ * Defaults are solo-learn's CIFAR recipe (`scripts/pretrain/cifar/dino.yaml`,
+ * `solo/methods/dino.py`): head 2048-2048-256 -> 4096 without batch norm (`useBnInHead` false),
+ * tau 0.9995 -> 1, student temperature 0.1, teacher 0.07 (warm-up from 0.04 over 0 epochs),
+ * centre momentum 0.9, no clipping, last layer frozen for 1 epoch, LARS lr 0.3, classifier lr
+ * 0.1, weight decay 1e-6, the asymmetric `byol` views, 2 global crops (the recipe has no local
+ * crops; `--crops` adds them, e.g. DINO's `2x28:0.4-1,6x12:0.05-0.4`).
+ */
+export class DINO extends DinoDistillation {
+  static override readonly args = defineArgs({
+    ...DISTILLATION_HEAD_ARGS,
+    centreMomentum: { kind: 'float', default: 0.9, ge: 0, le: 1, description: 'momentum of the teacher centre' },
+    clipGrad,
+    freezeLastLayerEpochs,
+    useBnInHead,
+  });
+  declare readonly args: ArgValues<typeof DINO.args>;
+  static override readonly paper: string = 'Caron et al. 2021, "Emerging Properties in Self-Supervised Vision Transformers"';
+  static override readonly optimDefaults: OptimDefaults = { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-6 };
+  static override readonly viewRecipe = 'byol' as const;
+  static override readonly crops: CropPolicy = { globalCrops: 2, multiCrop: true, localScale: [0.05, 0.4] };
+
+  /** `[numPrototypes]`: the teacher centre (zeros at the start). */
+  readonly centre: Variable;
+  /** The centres the step's micro-batches would set, applied once after the optimizer step. */
+  protected readonly pendingCentre = new StepMean();
+
+  constructor(ctx: MethodContext) {
+    super(ctx);
+    this.centre = this.addBuffer('centre', tf.zeros([this.args.numPrototypes]));
   }
 
   /** The student's outputs of every crop, then the teacher's (detached) of the global crops: `[B, K]` each. */
@@ -109,7 +158,7 @@ export class DINO extends MomentumMethod {
   }
 
   override onTrainBatchStart(info: StepInfo): void {
-    this.epoch = info.epoch;
+    super.onTrainBatchStart(info);
     this.pendingCentre.clear();
   }
 
@@ -127,24 +176,6 @@ export class DINO extends MomentumMethod {
   override dispose(): void {
     this.pendingCentre.clear();
     super.dispose();
-  }
-
-  /**
-   * Clips each backbone gradient to norm `clipGrad` (if > 0), then drops the last layer's during
-   * the first `freezeLastLayerEpochs` epochs. As DINO's `clip_gradients`: g · min(clip / (‖g‖ + 1e-6), 1),
-   * computed on the device (a scalar `[]` coefficient, never read); a factor of 1 leaves g exactly as it was.
-   */
-  override adjustGradients(grads: Record<string, Tensor>, info: StepInfo): Record<string, Tensor> {
-    const clip = this.args.clipGrad;
-    const clipped = { ...grads };
-    if (clip > 0) {
-      for (const v of this.backbone.parameters()) {
-        const g = grads[v.name];
-        if (!g) continue;
-        clipped[v.name] = tf.tidy(() => tf.mul(g, tf.minimum(tf.div(clip, tf.add(tf.norm(g), 1e-6)), 1)));
-      }
-    }
-    return info.epoch < this.args.freezeLastLayerEpochs ? withoutGradients(clipped, this.head.lastLayer) : clipped;
   }
 }
 

@@ -1,22 +1,20 @@
 import { asVisionTransformer, VisionTransformer } from '../backbones/vit.js';
-import { invalidValue } from '../core/errors.js';
 import { withoutGradientTape } from '../core/layers.js';
 import { tf, type Scalar, type Tensor, type Tensor1D, type Tensor2D, type Variable } from '../core/tf.js';
 import type { CropPolicy } from '../data/augment/crops.js';
-import { ibotLoss, maskedRows } from '../losses/ibot.js';
+import { ibotLoss } from '../losses/ibot.js';
 import { batchLayout } from '../losses/global-batch.js';
 import { defineArgs, type ArgValues } from './args.js';
 import { embeddingStd, type MethodContext, type OptimDefaults, type SampleKeys, type SslLossOutput, type StepInfo, type StepOutput } from './base.js';
-import { blockMasks } from './block-masking.js';
 import { DINO, warmedUp } from './dino.js';
 import { forwardCrops } from './forward-crops.js';
-import type { DinoHead } from './heads.js';
+import { BLOCK_MASK_ARGS, checkMaskRatio, clsToken, encodeMaskedCrops, headOfMaskedPatches, headOfTokens, patchTokens } from './masked-tokens.js';
 import { StepMean } from './step-mean.js';
 
 /**
  * iBOT (Zhou et al. 2022): DINO ({@link DINO}: its head, `[CLS]` loss, centre, EMA teacher,
  * clipping and last-layer freeze) plus masked image modelling with an online tokenizer. Each
- * global crop's patches are block-masked for the student ({@link blockMasks}, keyed per sample
+ * global crop's patches are block-masked for the student ({@link encodeMaskedCrops}, keyed per sample
  * by (seed, epoch, index, crop)), the masked patch embeddings replaced by a learnable mask
  * token (`maskToken` `[D]`, a parameter of the method, not of the ViT:
  * {@link VisionTransformer.encodeTokens}); the teacher sees the unmasked crop. The one head
@@ -65,9 +63,7 @@ export class IBOT extends DINO {
     warmupTeacherPatchTemperature: { kind: 'float', default: 0.04, gt: 0, description: "teacher's patch temperature at epoch 0 of the warm-up" },
     patchCentreMomentum: { kind: 'float', default: 0.9, ge: 0, le: 1, description: 'momentum of the patch centre' },
     patchLossWeight: { kind: 'float', default: 1, ge: 0, description: 'weight of the masked-patch loss (lambda2)' },
-    maskRatio: { kind: 'float', default: 0.3, ge: 0, le: 1, description: 'mean fraction of the patches block-masked in a masked image' },
-    maskRatioVariation: { kind: 'float', default: 0.2, ge: 0, le: 1, description: 'the fraction is uniform in maskRatio +- this' },
-    maskProbability: { kind: 'float', default: 0.5, ge: 0, le: 1, description: 'probability that a global crop is masked at all' },
+    ...BLOCK_MASK_ARGS,
   });
   declare readonly args: ArgValues<typeof IBOT.args>;
   static override readonly paper = 'Zhou et al. 2022, "iBOT: Image BERT Pre-Training with Online Tokenizer"';
@@ -87,14 +83,7 @@ export class IBOT extends DINO {
   constructor(ctx: MethodContext) {
     super(ctx);
     this.vit = asVisionTransformer(this.backbone, 'ibot');
-    const { maskRatio, maskRatioVariation } = this.args;
-    if (maskRatio - maskRatioVariation < 0 || maskRatio + maskRatioVariation > 1) {
-      throw invalidValue(
-        'method_args.mask_ratio_variation',
-        maskRatioVariation,
-        `at most min(maskRatio, 1 - maskRatio) = ${Number(Math.min(maskRatio, 1 - maskRatio).toPrecision(12))}`,
-      );
-    }
+    checkMaskRatio(this.args.maskRatio, this.args.maskRatioVariation);
     this.maskToken = this.addParameter('maskToken', tf.zeros([this.vit.featureDim]));
     this.patchCentre = this.addBuffer('patchCentre', tf.zeros([this.args.numPrototypes]));
   }
@@ -119,23 +108,12 @@ export class IBOT extends DINO {
     if (!samples) throw new Error("iBOT.trainingStep needs the batch's sample keys (seed, epoch, indices) to draw its masks");
     const crops = this.cropPolicy.globalCrops;
     const [globalViews, localViews] = [views.slice(0, crops), views.slice(crops)];
-    const p = this.vit.config.patchSize;
     const masking = { ratio: this.args.maskRatio, ratioVariation: this.args.maskRatioVariation, maskProbability: this.args.maskProbability };
-    const grids = globalViews.map((view) => [Math.floor(view.shape[1]! / p), Math.floor(view.shape[2]! / p)] as const);
-    const masks = grids.map(([gh, gw], g) => blockMasks(samples, gh, gw, masking, g)); // [B·L] each, on the host
-    const student = globalViews.map((view, g) => {
-      const [gh, gw] = grids[g]!;
-      return this.vit.encodeTokens(view, tf.tensor2d(masks[g]!, [view.shape[0]!, gh * gw]), this.maskToken); // [B, 1 + L, D]
-    });
+    const { masks, tokens: student } = encodeMaskedCrops(this.vit, globalViews, samples, masking, this.maskToken);
     const features = [...student.map(clsToken), ...(localViews.length > 0 ? forwardCrops(localViews, (x) => this.backbone.forward(x)) : [])];
     const studentCls = features.map((f) => this.head.forward(f) as Tensor2D);
     // The head on the masked patches only: the others do not enter the loss.
-    const studentMasked = student.map((tokens, g) => {
-      const [b, t, d] = tokens.shape;
-      const { rows } = maskedRows(masks[g]!, t! - 1);
-      if (rows.length === 0) return tf.zeros([0, this.args.numPrototypes]) as Tensor2D;
-      return this.head.forward(tf.gather(tf.reshape(patchTokens(tokens), [b! * (t! - 1), d!]), tf.tensor1d(rows, 'int32'))) as Tensor2D;
-    });
+    const studentMasked = student.map((tokens, g) => headOfMaskedPatches(this.head, tokens, masks[g]!, this.args.numPrototypes));
     // The teacher off the gradient tape: its [B, L, K] outputs are constants, kept only as long as the loss needs them.
     const teacherVit = this.momentumBackbone as VisionTransformer;
     const teacher = withoutGradientTape(() =>
@@ -209,23 +187,4 @@ export class IBOT extends DINO {
     this.pendingPatchCentre.clear();
     super.dispose();
   }
-}
-
-/** `[B, T, D] -> [B, T, K]`: the head on every token (one pass over the `B·T` rows). */
-function headOfTokens(head: DinoHead, tokens: Tensor): tf.Tensor3D {
-  const [b, t, d] = tokens.shape;
-  const out = head.forward(tf.reshape(tokens, [b! * t!, d!]));
-  return tf.reshape(out, [b!, t!, out.shape[1]!]) as tf.Tensor3D;
-}
-
-/** `[B, T, C] -> [B, C]`: token 0 (the `[CLS]` token). */
-function clsToken(tokens: Tensor): Tensor2D {
-  const [b, , c] = tokens.shape;
-  return tf.reshape(tf.slice(tokens, [0, 0, 0], [b!, 1, c!]), [b!, c!]) as Tensor2D;
-}
-
-/** `[B, T, C] -> [B, T − 1, C]`: the patch tokens. */
-function patchTokens(tokens: Tensor): tf.Tensor3D {
-  const [b, t, c] = tokens.shape;
-  return tf.slice(tokens, [0, 1, 0], [b!, t! - 1, c!]) as tf.Tensor3D;
 }

@@ -47,4 +47,6 @@ export { IjepaPredictor, type IjepaPredictorOptions } from './ijepa-predictor.js
 export * from './msn.js';
 export * from './vicregl.js';
 export * from './ibot.js';
+export * from './dinov2.js';
+export * from './masked-tokens.js';
 export * from './block-masking.js';

@@ -32,6 +32,7 @@ import { IJEPA } from './ijepa.js';
 import { MSN } from './msn.js';
 import { VICRegL } from './vicregl.js';
 import { IBOT } from './ibot.js';
+import { DINOv2 } from './dinov2.js';
 
 /** A method class: constructible from a context, with its declarations and defaults as statics. */
 export interface MethodClass {
@@ -143,6 +144,7 @@ const BUILT_IN: Record<string, MethodClass> = {
   msn: MSN,
   vicregl: VICRegL,
   ibot: IBOT,
+  dinov2: DINOv2,
 };
 for (const [name, cls] of Object.entries(BUILT_IN)) registerMethod(name, cls);
 

@@ -29,6 +29,7 @@ import {
   ibotLoss,
   maskedRows,
   koleoLoss,
+  dinov2Loss,
   sinkhornKnopp,
   supconLoss,
   swavLoss,
@@ -328,6 +329,40 @@ const SPECS = {
     },
   },
   koleo: { inputs: ['x'], hyper: ['eps'], run: (c, x, g) => koleoLoss(x.x as T2, { eps: h(c, 'eps') }, g) },
+  dinov2: {
+    inputs: ['student#', 'teacher#', 'studentPatch#', 'teacherPatch#', 'mask#', 'feature#'],
+    numbered: { student: 2, teacher: 1, studentPatch: 1, teacherPatch: 1, mask: 1, feature: 1 },
+    hyper: ['studentTemperature', 'teacherTemperature', 'sinkhornIterations', 'patchLossWeight', 'koleoWeight'],
+    run: (c, x, g) => {
+      const options = {
+        studentTemperature: h(c, 'studentTemperature'),
+        teacherTemperature: h(c, 'teacherTemperature'),
+        sinkhornIterations: h(c, 'sinkhornIterations'),
+        patchLossWeight: h(c, 'patchLossWeight'),
+        koleoWeight: h(c, 'koleoWeight'),
+      };
+      // The case holds every patch output [B, L, K]; the loss takes the masked ones of the student and of the teacher.
+      const masks = numberedTensors(x, 'mask').map((m) => m.dataSync());
+      const masked = (prefix: string) =>
+        (numberedTensors(x, prefix) as tf.Tensor[]).map((p, i) => {
+          const [b, l, k] = p.shape;
+          return tf.gather(tf.reshape(p, [b! * l!, k!]), tf.tensor1d(maskedRows(masks[i]!, l!).rows, 'int32')) as T2;
+        });
+      const teacher = numberedTensors(x, 'teacher');
+      const out = dinov2Loss(
+        numberedTensors(x, 'student'),
+        teacher,
+        masked('studentPatch'),
+        masked('teacherPatch'),
+        masks,
+        numberedTensors(x, 'feature'),
+        options,
+        g,
+      );
+      tf.dispose([out.cls, out.patch, out.koleo]);
+      return out.loss;
+    },
+  },
 } satisfies Record<string, CaseLossSpec>;
 
 /** The losses a case may name (`cases[i].loss`); a case of another loss is reported as skipped. */

@@ -25,17 +25,18 @@ const SPECS: StepSpec[] = [
 ];
 
 /**
- * The methods that refuse the mlp: MSN and iBOT take a ViT (their masked patches), VICRegL a ResNet (its feature maps);
- * batch 4 (tfjs's JS cpu backend takes about 10 s a step of these at batch 12, in the page and in Node).
+ * The methods that refuse the mlp: MSN, iBOT and DINOv2 take a ViT (their masked patches), VICRegL a ResNet (its feature
+ * maps); batch 4 (tfjs's JS cpu backend takes about 10 s a step of these at batch 12, in the page and in Node).
  */
 const NOT_MLP: Record<string, { backbone: string; patchSize?: number; batchSize: number }> = {
   msn: { backbone: 'vit_tiny', patchSize: 4, batchSize: 4 },
   ibot: { backbone: 'vit_tiny', patchSize: 4, batchSize: 4 },
+  dinov2: { backbone: 'vit_tiny', patchSize: 4, batchSize: 4 },
   vicregl: { backbone: 'tiny_resnet', batchSize: 4 },
 };
 
 /**
- * Every built-in method but MAE and I-JEPA (a ViT's: above) on the mlp backbone (MSN, iBOT and VICRegL on theirs,
+ * Every built-in method but MAE and I-JEPA (a ViT's: above) on the mlp backbone (MSN, iBOT, DINOv2 and VICRegL on theirs,
  * {@link NOT_MLP}, at batch 4), two steps, batch 12, with SGD, LARS and AdamW in turn.
  * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions).
  */
@@ -126,7 +127,7 @@ describe('browser bundle in headless Chromium', function () {
     );
   });
 
-  it("every other built-in method takes two steps (SGD, LARS or AdamW) on the mlp backbone (msn, ibot: vit_tiny; vicregl: tiny_resnet) in the page (JS cpu backend): Node's losses", async () => {
+  it("every other built-in method takes two steps (SGD, LARS or AdamW) on the mlp backbone (msn, ibot, dinov2: vit_tiny; vicregl: tiny_resnet) in the page (JS cpu backend): Node's losses", async () => {
     const specs = everyMethodSpecs();
     const expected: number[][] = [];
     for (const spec of specs) expected.push(await stepLosses(zoo, spec));

@@ -133,10 +133,10 @@ describe('data/crops: parsing and validation', () => {
     );
   });
 
-  it('every built-in method declares its crops: 2 global (mae: 1, fastsiam: 4, mmcr: 8, ijepa: 1) and no local ones, but for the multi-crop methods (swav, dino, simdino, msn, vicregl, ibot: 2 global; lejepa: 4)', () => {
+  it('every built-in method declares its crops: 2 global (mae: 1, fastsiam: 4, mmcr: 8, ijepa: 1) and no local ones, but for the multi-crop methods (swav, dino, simdino, msn, vicregl, ibot, dinov2: 2 global; lejepa: 4)', () => {
     const globalCrops: Record<string, number> = { mae: 1, fastsiam: 4, mmcr: 8, ijepa: 1 };
     const multiCrop = BUILT_IN_METHODS.filter((name) => getMethodClass(name).crops.multiCrop);
-    assert.deepEqual([...multiCrop].sort(), ['dino', 'ibot', 'lejepa', 'msn', 'simdino', 'swav', 'vicregl']);
+    assert.deepEqual([...multiCrop].sort(), ['dino', 'dinov2', 'ibot', 'lejepa', 'msn', 'simdino', 'swav', 'vicregl']);
     for (const name of BUILT_IN_METHODS) {
       const cls = getMethodClass(name);
       const global = cls.crops.globalCrops;

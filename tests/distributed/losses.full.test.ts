@@ -77,6 +77,8 @@ const EXPECTED_COLLECTIVES: Record<string, Omit<CollectiveCounts, 'broadcast'>> 
   ibot: { allGather: 0, reduceScatter: 0, allReduce: 2 },
   // The normalised rows: one all-gather forward, its reduce-scatter backward.
   koleo: { allGather: 1, reduceScatter: 1, allReduce: 0 },
+  // Sinkhorn-Knopp of the [CLS] and of the masked patches (1 max + 3 sums each, none backward); KoLeo of each global crop.
+  dinov2: { allGather: 2, reduceScatter: 2, allReduce: 8 },
 };
 
 /** Cases whose every rank returns the global loss (the others differ between ranks). */
@@ -104,6 +106,8 @@ const CONTROL_EXPECTATIONS: Record<string, (e: CaseErrors) => boolean> = {
   'vicregl-local-stats': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
   // DINOv2's per-GPU KoLeo: other neighbours, other distances.
   'koleo-local-neighbours': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
+  // Both Sinkhorn-Knopp balancings and KoLeo's neighbours of each rank's own rows.
+  'dinov2-local-statistics': (e) => e.rankLoss! > 1e-2 && e.grad > 1e-2,
 };
 
 const cases = loadLossCases(CASES_FILE).cases;

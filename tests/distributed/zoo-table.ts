@@ -77,6 +77,19 @@ const IBOT = [
 ];
 
 /**
+ * DINOv2: iBOT's small setting (vit_tiny on 16 px crops, 4x4 patches, a head 32-16 -> 32, every global crop
+ * block-masked, so the ranks hold different numbers of masked patches; the last layer trained from the first step, the
+ * teacher temperature warming up).
+ */
+const DINOV2 = [
+  '--backbone',
+  'vit_tiny',
+  '--batch-size',
+  '12',
+  ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1', 'warmupTeacherTemperatureEpochs=3'),
+];
+
+/**
  * I-JEPA: vit_tiny on 4x4 patches of 16 px images, a predictor 12 x 1, contexts of 4 patches,
  * target blocks of 0.1-0.4 of the grid (1 to 6 patches: the ranks predict different numbers of
  * target patches), global batch 12.
@@ -277,6 +290,26 @@ export const TABLE: Record<string, VerifyRow[]> = {
       args: [...IBOT, '--accumulate-grad-batches', '2'],
     },
     { devices: 2, claim: "negative control: a patch centre moved by each rank's own teacher patch means", args: IBOT, control: 'ibot_local_patch_centre' },
+  ],
+  dinov2: [
+    {
+      devices: 3,
+      claim:
+        'Sinkhorn-Knopp of the [CLS] and of the masked patches (different counts per rank) and KoLeo over the global batch, the EMA teacher once a step under gradient accumulation (2 micro-batches)',
+      args: [...DINOV2, '--accumulate-grad-batches', '2'],
+    },
+    {
+      devices: 2,
+      claim: "negative control: both Sinkhorn-Knopp balancings of each rank's own rows (KoLeo off)",
+      args: [...DINOV2, ...ARG('koleoWeight=0')],
+      control: 'dinov2_local_sinkhorn',
+    },
+    {
+      devices: 2,
+      claim: "negative control: KoLeo's nearest neighbours among each rank's own rows (the reference's per-GPU KoLeo)",
+      args: DINOV2,
+      control: 'dinov2_local_koleo',
+    },
   ],
 };
 

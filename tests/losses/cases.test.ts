@@ -49,6 +49,7 @@ const EXPECTED_ZERO: Record<string, string[]> = {
   vicregl: [],
   ibot: ['teacher0', 'teacher1', 'teacherPatch0', 'teacherPatch1'],
   koleo: [],
+  dinov2: ['teacher0', 'teacher1', 'teacherPatch0', 'teacherPatch1'],
 };
 
 const cases = loadLossCases(CASES_FILE).cases;

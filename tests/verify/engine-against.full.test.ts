@@ -55,15 +55,17 @@ const ARGS: Record<string, string[]> = {
     ...ARG('projHiddenDim=32', 'projOutputDim=16', 'mapsHiddenDim=16', 'mapsOutputDim=8', 'matchesThere=6', 'matchesBack=2'),
   ],
   ibot: ['--backbone', 'vit_tiny', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1')],
+  dinov2: ['--backbone', 'vit_tiny', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1')],
 };
 
 /**
- * Three ViT methods whose WebGPU steps take about a minute or more each on SwiftShader and whose kernels the
+ * Four ViT methods whose WebGPU steps take about a minute or more each on SwiftShader and whose kernels the
  * others run (iBOT: DINO's head and centres on MAE's ViT; MSN: SwAV's Sinkhorn-Knopp and DINO's
- * softmax targets on a ViT; I-JEPA: MAE's ViT and a smooth-L1, whose WebGPU steps the browser test
- * checks against Node's too) run with `ENGINE_AGAINST=all`, with every other method.
+ * softmax targets on a ViT; DINOv2: iBOT's masked ViT pass, Sinkhorn-Knopp and KoLeo's gather;
+ * I-JEPA: MAE's ViT and a smooth-L1, whose WebGPU steps the browser test checks against Node's
+ * too) run with `ENGINE_AGAINST=all`, with every other method.
  */
-const SLOW_COVERED = ['ibot', 'msn', 'ijepa'];
+const SLOW_COVERED = ['ibot', 'msn', 'dinov2', 'ijepa'];
 const METHODS = process.env.ENGINE_AGAINST === 'all' ? BUILT_IN_METHODS : BUILT_IN_METHODS.filter((m) => !SLOW_COVERED.includes(m));
 
 describe(`verify --engine-against: ${METHODS === BUILT_IN_METHODS ? 'every method' : `every method but ${SLOW_COVERED.join(', ')} (ENGINE_AGAINST=all)`} on webgpu against cpu (small shapes, 2 steps)`, function () {

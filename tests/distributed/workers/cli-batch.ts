@@ -30,6 +30,7 @@ import '../../methods/lejepa-local.js';
 import '../../methods/msn-local.js';
 import '../../methods/vicregl-local.js';
 import '../../methods/ibot-local-patch-centre.js';
+import '../../methods/dinov2-local.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {

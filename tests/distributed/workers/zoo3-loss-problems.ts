@@ -14,8 +14,10 @@
  *   `MSNLoss`) and its Sinkhorn-Knopp targets balanced within each rank's batch;
  * - `vicregl-local-stats`: VICRegL's variances and covariances of each rank's own batch;
  * - `koleo-local-neighbours`: KoLeo with each row's nearest neighbour among this rank's rows
- *   (DINOv2's per-GPU `KoLeoLoss`).
- * The first two and the last three are the real loss called with a one-process group; the third the real loss
+ *   (DINOv2's per-GPU `KoLeoLoss`);
+ * - `dinov2-local-statistics`: DINOv2 with both Sinkhorn-Knopp balancings and KoLeo over each
+ *   rank's own rows (the reference's KoLeo is per GPU; its Sinkhorn-Knopp all-reduces).
+ * The first two and the last four are the real loss called with a one-process group; the third the real loss
  * with a group whose all-reduce is the identity once the backward pass has started.
  */
 import { SingleProcessGroup, type ProcessGroup } from '../../../src/core/process-group.js';
@@ -29,6 +31,7 @@ export const ZOO3_WRONG_VARIANTS = [
   'msn-local-statistics',
   'vicregl-local-stats',
   'koleo-local-neighbours',
+  'dinov2-local-statistics',
 ] as const;
 export type Zoo3WrongVariant = (typeof ZOO3_WRONG_VARIANTS)[number];
 
@@ -40,6 +43,7 @@ export const ZOO3_WRONG_VARIANT_OF: Record<Zoo3WrongVariant, string> = {
   'msn-local-statistics': 'msn',
   'vicregl-local-stats': 'vicregl',
   'koleo-local-neighbours': 'koleo',
+  'dinov2-local-statistics': 'dinov2',
 };
 
 /** The file's loss on this rank's batch alone. */
@@ -95,4 +99,5 @@ export const ZOO3_WRONG: Record<Zoo3WrongVariant, CaseLossFn> = {
   'msn-local-statistics': local,
   'vicregl-local-stats': local,
   'koleo-local-neighbours': local,
+  'dinov2-local-statistics': local,
 };
