@@ -24,7 +24,7 @@ export { syntheticDataset, SYNTHETIC_CLASS_NAMES, type SyntheticOptions } from '
 export type { MultiViewBatch } from './data/loader.js';
 export type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule } from './trainer/interfaces.js';
 export { SingleDeviceStrategy, type Strategy } from './trainer/strategy.js';
-export { StepSequence, readMetrics, type StepContext, type StepOutcome, type PendingMetrics } from './trainer/step.js';
+export { StepSequence, readMetrics, accumulateBatch, type StepContext, type StepOutcome, type PendingMetrics } from './trainer/step.js';
 export {
   encodeCheckpoint,
   decodeCheckpoint,

@@ -3,8 +3,8 @@
  * logistic-regression) classifier trained on frozen backbone features of a labelled split and
  * scored on the rest. The training is the library's linear evaluation (`LinearEvalTask`,
  * `linearTrainingData` and `evaluateLinear` of src/eval/linear.ts, a `Linear` layer, SGD with
- * momentum and a cosine lr, one optimizer step at a time through the trainer's
- * `StepSequence`), as `ssl-train linear` trains on precomputed features.
+ * momentum and a cosine lr, each step's gradients by the trainer's `accumulateBatch`), as
+ * `ssl-train linear` trains on precomputed features.
  *
  * The library is a parameter (the page passes the browser bundle, Node tests the library's
  * modules): this module imports nothing at run time and is served to the page as is.
@@ -131,22 +131,27 @@ export async function linearProbe(
   const strategy = new zoo.SingleDeviceStrategy();
   task.setup({ group: strategy.group });
   const stepsPerEpoch = zoo.linearStepsPerEpoch(trainSet.length, batchSize);
-  const progress = { epoch: 0, step: 0, batchInEpoch: 0, totalSteps: settings.epochs * stepsPerEpoch };
-  const { optimizer, scheduler } = task.configureOptimizers({ totalSteps: progress.totalSteps, stepsPerEpoch });
+  const { optimizer, scheduler } = task.configureOptimizers({ totalSteps: settings.epochs * stepsPerEpoch, stepsPerEpoch });
+  const variables = classifier.trainableParameters();
+  let steps = 0;
   try {
-    const sequence = new zoo.StepSequence({ module: task, strategy, optimizer, scheduler, variables: classifier.trainableParameters() });
     const data = zoo.linearTrainingData(trainSet, batchSize, settings.seed, strategy.group);
-    for (; progress.epoch < settings.epochs; progress.epoch++, progress.batchInEpoch = 0) {
-      for await (const batch of data.batches(progress.epoch, 0)) {
-        sequence.addBatch(batch, progress);
-        tf.dispose(Object.values((await sequence.finishStep(progress)).metrics.tensors));
+    for (let epoch = 0; epoch < settings.epochs; epoch++) {
+      for await (const batch of data.batches(epoch, 0)) {
+        // The trainer's step on one device, without its per-step finiteness read (a GPU round
+        // trip each step: most of a step's time on WebGPU); the scores below are checked once.
+        scheduler.apply(steps++);
+        const { grads, metrics } = zoo.accumulateBatch(task, batch, variables);
+        optimizer.step(grads);
+        tf.dispose([...Object.values(grads), ...Object.values(metrics)]);
       }
     }
     const scored = await zoo.evaluateLinear(model, testSet, batchSize);
     const trained = await zoo.evaluateLinear(model, trainSet, batchSize);
+    if (!Number.isFinite(scored.loss)) throw new zoo.TrainingFailure(`the linear probe diverged: its test loss is ${scored.loss} after ${steps} steps`);
     return {
       ...{ testAccuracy: scored.accuracy.top1, testLoss: scored.loss, trainAccuracy: trained.accuracy.top1 },
-      ...{ trainImages: trainSet.length, testImages: testSet.length, steps: progress.step, batchSize },
+      ...{ trainImages: trainSet.length, testImages: testSet.length, steps, batchSize },
     };
   } finally {
     optimizer.dispose();
