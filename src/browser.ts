@@ -11,6 +11,7 @@ export type { Tensor, Tensor2D, Tensor4D, Scalar, Variable } from './core/tf.js'
 export { initEngine, engineInfo, BACKEND_CHOICES, type BackendChoice, type EngineInfo } from './core/engine.js';
 export { TrainingFailure, UserError } from './core/errors.js';
 export { Module, Layer, type StateDict } from './core/module.js';
+export { Linear } from './core/layers.js';
 export { Rng } from './core/random.js';
 export * from './backbones/index.js';
 export * from './losses/index.js';
@@ -23,7 +24,7 @@ export { syntheticDataset, SYNTHETIC_CLASS_NAMES, type SyntheticOptions } from '
 export type { MultiViewBatch } from './data/loader.js';
 export type { Progress, TrainerOptimizer, TrainerScheduler, TrainingModule } from './trainer/interfaces.js';
 export { SingleDeviceStrategy, type Strategy } from './trainer/strategy.js';
-export { StepSequence, readMetrics, type StepContext, type StepOutcome, type PendingMetrics } from './trainer/step.js';
+export { StepSequence, readMetrics, accumulateBatch, type StepContext, type StepOutcome, type PendingMetrics } from './trainer/step.js';
 export {
   encodeCheckpoint,
   decodeCheckpoint,
@@ -34,6 +35,7 @@ export {
   type CheckpointData,
   type Sha256,
 } from './trainer/checkpoint-format.js';
+export { LinearEvalTask, linearTrainingData, linearStepsPerEpoch, evaluateLinear, type LabelledSet, type LinearEvalModel } from './eval/linear.js';
 export { tfjsExportFiles, type BackboneExport } from './export/backbone-files.js';
 export { EXPORT_FORMAT_VERSION, EXPORT_METADATA_FILE, TFJS_MODEL_FILE, type ExportedSpec } from './export/spec.js';
 export { TFJS_WEIGHTS_FILE } from './export/tfjs.js';

@@ -271,8 +271,10 @@ export class TrainingSession {
    * The backbone's eval-mode features of dataset rows `rows` (`[rows.length, dim]`, row-major),
    * as `ssl-train embed` computes them: the full image, the eval view's normalisation, batch
    * norm in inference mode, 64 images at a time. The backbone is back in training mode afterwards.
+   * Reads the device asynchronously (tfjs's synchronous WebGPU read in a page is a slow detour
+   * through a canvas).
    */
-  features(rows: ArrayLike<number>): { values: Float32Array; dim: number } {
+  async features(rows: ArrayLike<number>): Promise<{ values: Float32Array; dim: number }> {
     const { tf } = this.zoo;
     const { mean, std } = this.zoo.evalTransform(this.dataset);
     const { height: s, channels: c, pixels } = this.dataset;
@@ -287,12 +289,15 @@ export class TrainingSession {
           const offset = rows[start + k] * image;
           for (let j = 0; j < image; j++) batch[k * image + j] = pixels[offset + j] / 255;
         }
-        chunks.push(
-          tf.tidy(() => {
-            const x = tf.div(tf.sub(tf.tensor4d(batch, [count, s, s, c]), tf.tensor1d(mean)), tf.tensor1d(std));
-            return this.method.backbone.forward(x).dataSync() as Float32Array;
-          }),
-        );
+        const features = tf.tidy(() => {
+          const x = tf.div(tf.sub(tf.tensor4d(batch, [count, s, s, c]), tf.tensor1d(mean)), tf.tensor1d(std));
+          return this.method.backbone.forward(x);
+        });
+        try {
+          chunks.push((await features.data()) as Float32Array);
+        } finally {
+          features.dispose();
+        }
       }
     } finally {
       this.method.backbone.train();

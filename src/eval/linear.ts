@@ -101,18 +101,24 @@ export function linearTrainingData(set: LabelledSet, globalBatch: number, seed: 
 
 /**
  * Counts, among the rows of `logits [N, K]`, those whose label (`labels [N]`) is the top-1
- * class and those where it is among the top 5, and sums the cross-entropy.
+ * class and those where it is among the top 5, and sums the cross-entropy. Reads the device
+ * asynchronously (WebGPU has no synchronous read in Node, and a page's is a slow detour
+ * through a canvas).
  */
-function scoreLogits(logits: Tensor, labels: Int32Array): { top1: number; top5: number; lossSum: number } {
+async function scoreLogits(logits: Tensor, labels: Int32Array): Promise<{ top1: number; top5: number; lossSum: number }> {
   const [ranking, losses] = tf.tidy(() => {
     const k = Math.min(5, logits.shape[1] ?? 1);
     const oneHot = tf.oneHot(tf.tensor1d(labels, 'int32'), logits.shape[1] ?? 1);
     return [tf.topk(logits, k).indices, tf.losses.softmaxCrossEntropy(oneHot, logits, undefined, undefined, tf.Reduction.NONE)];
   });
-  const predicted = ranking.dataSync();
-  const lossValues = losses.dataSync();
+  let predicted: ArrayLike<number>;
+  let lossValues: ArrayLike<number>;
+  try {
+    [predicted, lossValues] = (await Promise.all([ranking.data(), losses.data()])) as [Int32Array, Float32Array];
+  } finally {
+    tf.dispose([ranking, losses]);
+  }
   const width = ranking.shape[1] ?? 1;
-  tf.dispose([ranking, losses]);
   let top1 = 0;
   let top5 = 0;
   let lossSum = 0;
@@ -145,8 +151,12 @@ export async function evaluateLinear(
     const inputs = await set.inputs(indices, -1);
     const logits = tf.tidy(() => model.logits(inputs, false));
     inputs.dispose();
-    const score = scoreLogits(logits, set.labels.subarray(start, start + indices.length));
-    logits.dispose();
+    let score: { top1: number; top5: number; lossSum: number };
+    try {
+      score = await scoreLogits(logits, set.labels.subarray(start, start + indices.length));
+    } finally {
+      logits.dispose();
+    }
     sums[0] += score.top1;
     sums[1] += score.top5;
     sums[2] += score.lossSum;
