@@ -11,6 +11,7 @@ import { decodeImages, entryFiles, handleFiles, imageEntries, inputFiles } from 
 import { clearRun, loadRun, saveRun } from './store.js';
 import { drawChart } from './chart.js';
 import { drawScatter, knnLeaveOneOut, probeRows, umap2d } from './probe.js';
+import { LINEAR_PROBE_DEFAULTS, linearProbe } from './linear-probe.js';
 import { WorkerAugmenter } from './augmenter.js';
 
 const $ = (id) => document.getElementById(id);
@@ -77,22 +78,34 @@ function labelled(images) {
 }
 
 /**
- * The probe (probe.js) at the session's step: the backbone's features of up to 256 labelled
- * images, their leave-one-out kNN top-1, and their UMAP drawn coloured by class.
+ * The probe at the session's step: the backbone's features of up to 256 labelled images,
+ * their leave-one-out kNN top-1 and their UMAP drawn coloured by class (probe.js), and a
+ * linear probe (linear-probe.js: a softmax classifier trained on a seeded half of each class,
+ * its top-1 on the other half).
  */
 async function probe() {
   const { session, images } = state;
-  $('probe-status').textContent = `Probing at step ${session.step}…`;
+  const step = session.step;
+  $('probe-status').textContent = `Probing at step ${step}…`;
+  $('linear-status').textContent = '';
   await new Promise((resolve) => setTimeout(resolve, 0));
   const rows = probeRows(images.length);
   const labels = Int32Array.from(rows, (row) => images.labels[row]);
-  const { values, dim } = session.features(rows);
+  const { values, dim } = await session.features(rows);
   const knn = knnLeaveOneOut(values, dim, labels, images.classNames.length);
   drawScatter($('umap'), umap2d(values, rows.length, dim, session.settings.seed), labels, images.classNames);
-  state.probe = { ...knn, step: session.step };
+  state.probe = { ...knn, step, rows, labels, features: values, dim };
   $('probe-status').textContent =
-    `kNN top-1 ${knn.accuracy.toFixed(3)} at step ${session.step} (leave-one-out over ${knn.images} labelled images, ` +
+    `kNN top-1 ${knn.accuracy.toFixed(3)} at step ${step} (leave-one-out over ${knn.images} labelled images, ` +
     `k = ${knn.k}, cosine similarity); the UMAP of the same features, coloured by class:`;
+  $('linear-status').textContent = `Training the linear probe at step ${step}…`;
+  const settings = { ...LINEAR_PROBE_DEFAULTS, seed: session.settings.seed };
+  const linear = await linearProbe(zoo, { values, dim }, labels, images.classNames.length, settings);
+  state.probe.linear = { ...linear, settings };
+  $('linear-status').textContent =
+    `Linear probe top-1 ${linear.testAccuracy.toFixed(3)} at step ${step} on ${linear.testImages} test images ` +
+    `(a softmax classifier on the standardised features of the other ${linear.trainImages}, a seeded half of each class; ` +
+    `${settings.epochs} epochs of SGD, batch ${linear.batchSize}, lr ${settings.lr}, cosine; training top-1 ${linear.trainAccuracy.toFixed(3)}).`;
 }
 
 async function engine() {
@@ -128,6 +141,7 @@ async function save() {
     images: state.images,
     history: state.history,
     step: session.step,
+    engine: state.engine,
     settings: session.settings,
     savedAt: Date.now(),
   });

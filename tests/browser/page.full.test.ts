@@ -1,11 +1,12 @@
 /**
  * The training page (examples/browser) in headless Chromium: given a folder of PNGs in two
  * classes, it trains SimCLR on tiny_resnet for 20 steps on tfjs's JS cpu backend in the page
- * (WebGPU on SwiftShader is too slow for this file's time budget; steps.full.test.ts checks the
- * WebGPU steps), the loss falls, the page makes no request after load, a reload continues at
- * the step reached, its downloaded checkpoint continues in `ssl-train --resume`, the backbone
- * it exports (the downloaded files, loaded with tfjs-layers in Node) gives `ssl-train embed`'s
- * features of that checkpoint, and a Node `last.ckpt` loads into the page.
+ * (on WebGPU/SwiftShader this file took about twice as long, and the page's kNN did not match
+ * its exported features: docs/browser.md; steps.full.test.ts checks the WebGPU steps), the loss falls, the page makes no request after load, a
+ * reload continues at the step reached, its downloaded checkpoint continues in `ssl-train
+ * --resume`, the backbone it exports (the downloaded files, loaded with tfjs-layers in Node)
+ * gives `ssl-train embed`'s features of that checkpoint, its kNN and linear probes equal the
+ * same probes computed here, and a Node `last.ckpt` loads into the page (on the JS cpu backend).
  */
 import { strict as assert } from 'node:assert';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ import { readNpy } from '../helpers/npy.js';
 import { runCli } from '../helpers/run.js';
 import { ORIGIN } from './bundle.js';
 import { click, downloadCheckpoint, downloadExport, folderPixels, openTrainingPage, pageState, waitForStatus, waitForText, pageSuite } from './page-helpers.js';
+import { referenceLinearProbe } from './page-probe-reference.js';
 
 /**
  * 32 images of 8 px in two classes, batch 4: 8 steps an epoch, 10 epochs (a step of
@@ -26,6 +28,9 @@ import { click, downloadCheckpoint, downloadExport, folderPixels, openTrainingPa
  */
 const IMAGE_SIZE = 8;
 const SETTINGS = { 'image-size': '8', 'batch-size': '4', epochs: '10', seed: '3', lr: '0.4' };
+
+/** The page's linear probe settings (examples/browser/linear-probe.ts's defaults, the run's seed). */
+const LINEAR_PROBE = { seed: 3, epochs: 100, batchSize: 64, lr: 0.1, momentum: 0.9, weightDecay: 0 };
 
 /** Where the test's screenshot of the page during training goes (the README shows it). */
 const SCREENSHOT = fileURLToPath(new URL('../../../docs/images/browser-page.png', import.meta.url));
@@ -73,7 +78,7 @@ describe('the training page in headless Chromium', function () {
   this.timeout(600_000);
   const suite = pageSuite(2, IMAGE_SIZE, 16);
 
-  it("trains SimCLR on tiny_resnet 20 steps from a picked folder (JS cpu backend): the loss falls, no request after load, its export gives ssl-train embed's features, the probe's kNN and UMAP, a reload continues at the step reached", async () => {
+  it("trains SimCLR on tiny_resnet 20 steps from a picked folder (JS cpu backend): the loss falls, no request after load, its export gives ssl-train embed's features, the probe's kNN, UMAP and linear probe, a reload continues at the step reached", async () => {
     const { page, requests, errors } = await openTrainingPage(suite.browser);
     const loaded = requests.length;
     assert.ok(
@@ -122,19 +127,44 @@ describe('the training page in headless Chromium', function () {
     const diff = relativeDiff(features.values as Float32Array, pageFeatures!);
     assert.ok(diff <= TOLERANCE, `the page's export differs from ssl-train embed by ${diff} (relative to the largest feature) > ${TOLERANCE}`);
 
-    // The probe at the pause: leave-one-out kNN top-1 of the 32 labelled images (the same
-    // number from the exported features here, up to one image flipped by round-off), and a UMAP
-    // with dots of both class colours.
+    // The probe at the pause (once the linear probe is shown, the last of it): its features
+    // are the exported model's; its leave-one-out kNN top-1 of the 32 labelled images is the
+    // one computed here from those features (up to one image flipped by round-off); the UMAP
+    // has dots of both class colours.
+    const linearShown = await waitForText(page, 'linear-status', /^Linear probe top-1 (\d\.\d{3}) at step 20 on 16 test images \(.* the other 16, /);
     const shown = await waitForText(page, 'probe-status', /^kNN top-1 (\d\.\d{3}) at step 20 \(leave-one-out over 32 labelled images, k = 10/);
-    const accuracy = Number(/top-1 (\S+)/.exec(shown)![1]);
-    const probe = (await page.evaluate('sslPage.probe')) as { accuracy: number; images: number; step: number };
-    assert.equal(accuracy, Number(probe.accuracy.toFixed(3)));
-    assert.ok(probe.accuracy >= 0 && probe.accuracy <= 1 && probe.images === 32 && probe.step === 20, JSON.stringify(probe));
+    type LinearState = { testAccuracy: number; testLoss: number; trainAccuracy: number; testImages: number; steps: number; settings: object };
+    const probed = (await page.evaluate(
+      '({ ...sslPage.probe, features: Array.from(sslPage.probe.features), labels: Array.from(sslPage.probe.labels), rows: Array.from(sslPage.probe.rows) })',
+    )) as { accuracy: number; images: number; step: number; features: number[]; labels: number[]; rows: number[]; dim: number; linear: LinearState };
     const labels = Int32Array.from({ length: 32 }, (_, i) => (i < 16 ? 0 : 1));
-    const expected = knnLeaveOneOut(pageFeatures!, features.shape[1]!, labels);
-    assert.ok(Math.abs(probe.accuracy - expected) <= 1 / 32 + 1e-9, `the page's kNN top-1 ${probe.accuracy}, from the exported features ${expected}`);
+    assert.deepEqual([probed.rows, probed.labels, probed.dim], [Array.from(labels.keys()), Array.from(labels), features.shape[1]]);
+    const featureDiff = relativeDiff(Float32Array.from(probed.features), pageFeatures!);
+    assert.ok(featureDiff <= TOLERANCE, `the probe's features differ from the exported model's by ${featureDiff} (relative to the largest) > ${TOLERANCE}`);
+    assert.equal(Number(/top-1 (\S+)/.exec(shown)![1]), Number(probed.accuracy.toFixed(3)));
+    assert.ok(probed.images === 32 && probed.step === 20, JSON.stringify({ images: probed.images, step: probed.step }));
+    const expected = knnLeaveOneOut(Float32Array.from(probed.features), probed.dim, labels);
+    assert.ok(Math.abs(probed.accuracy - expected) <= 1 / 32 + 1e-9, `the page's kNN top-1 ${probed.accuracy}, from its features here ${expected}`);
     const colours = await umapColours(page);
     assert.ok(colours.filter((count) => count > 0).length >= 2, `UMAP pixels of the class colours: ${colours.join(', ')}`);
+
+    // The linear probe: its split, accuracies and test loss are those of the float64
+    // re-implementation (page-probe-reference.ts) on the probe's features.
+    const { linear } = probed;
+    assert.deepEqual(linear.settings, LINEAR_PROBE);
+    assert.equal(Number(/top-1 (\S+)/.exec(linearShown)![1]), Number(linear.testAccuracy.toFixed(3)));
+    const reference = referenceLinearProbe(probed.features, probed.dim, probed.labels, 2, LINEAR_PROBE);
+    assert.equal(linear.steps, reference.steps);
+    assert.ok(
+      Math.abs(linear.testAccuracy - reference.testAccuracy) <= 1 / 16 + 1e-9,
+      `linear probe top-1 ${linear.testAccuracy}, reference ${reference.testAccuracy}`,
+    );
+    assert.ok(
+      Math.abs(linear.trainAccuracy - reference.trainAccuracy) <= 1 / 16 + 1e-9,
+      `training top-1 ${linear.trainAccuracy}, reference ${reference.trainAccuracy}`,
+    );
+    const lossDiff = Math.abs(linear.testLoss - reference.testLoss) / reference.testLoss;
+    assert.ok(lossDiff <= 1e-3, `linear probe test loss ${linear.testLoss}, reference ${reference.testLoss}`);
 
     // A screenshot of the page while it trains (docs/images/browser-page.png, in the README).
     await page.fill('#pause-at', '28');
