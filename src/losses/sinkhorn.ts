@@ -5,8 +5,6 @@
 import { invalidValue } from '../core/errors.js';
 import { tf } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
-import { detach } from '../core/ops.js';
-import { withoutGradientTape } from '../core/layers.js';
 import { rankGroup, reduceOverRanks } from './global-batch.js';
 import { checkPositive } from './ops.js';
 
@@ -63,12 +61,9 @@ export function sinkhornKnopp(scores: tf.Tensor2D, options: SinkhornOptions = SI
   checkPositive('epsilon', epsilon);
   if (!(Number.isInteger(iterations) && iterations >= 1)) throw invalidValue('iterations', iterations, 'an integer >= 1');
   const layout = rankGroup('sinkhornKnopp', group);
-  // Off the gradient tape: Q is a constant, and a tape would keep every [rows, K] intermediate of
-  // the iterations until the backward pass (gigabytes for DINOv2's masked patches at its defaults).
-  return withoutGradientTape(() =>
+  /** `[B, K]` Q from this rank's scores and the queue's, in ops no gradient tape records. */
+  const assignments = (local: tf.Tensor2D, queue: tf.Tensor2D | undefined): tf.Tensor2D =>
     tf.tidy(() => {
-      const local = detach(scores); // [B, K]: a constant, exactly zero gradient
-      const queue = queueScores ? detach(queueScores) : undefined; // [S, K]
       // log Q = (s − m_c) / ε, m_c: prototype c's largest score over the global batch and the queue
       // (a rank without rows takes part with −∞: the max of no rows).
       const localMax = local.shape[0] > 0 ? tf.max(local, 0) : tf.fill([local.shape[1]], -Infinity);
@@ -86,8 +81,16 @@ export function sinkhornKnopp(scores: tf.Tensor2D, options: SinkhornOptions = SI
         logQueue = logQueue ? normaliseRows(tf.sub(logQueue, logSums)) : undefined;
       }
       return tf.exp(logQ) as tf.Tensor2D;
-    }),
-  );
+    });
+  // A constant: exactly zero gradient for the scores and the queue's, through one custom-gradient
+  // node, so that a gradient tape keeps none of the iterations' [rows, K] intermediates for the
+  // backward pass (gigabytes for DINOv2's masked patches at its defaults).
+  const inputs = queueScores ? [scores, queueScores] : [scores];
+  const constant = tf.customGrad((...args: Array<tf.Tensor | ((save: tf.Tensor[]) => void)>) => {
+    const [local, queue] = args.slice(0, inputs.length) as tf.Tensor2D[];
+    return { value: assignments(local!, queue), gradFunc: () => inputs.map((x) => tf.zerosLike(x)) };
+  });
+  return constant(...inputs) as tf.Tensor2D;
 }
 
 /**
