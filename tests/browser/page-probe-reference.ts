@@ -5,17 +5,8 @@
  * modules) with it. Only the random numbers come from the library's `Rng` (the probe's split,
  * initial weights and batch order are defined by it).
  */
+import type { LinearProbeSettings } from '../../examples/browser/linear-probe.js';
 import { Rng } from '../../src/core/random.js';
-
-/** The probe's settings (as `LinearProbeSettings`). */
-export interface ReferenceSettings {
-  seed: number;
-  epochs: number;
-  batchSize: number;
-  lr: number;
-  momentum: number;
-  weightDecay: number;
-}
 
 /** What the reference probe measured. */
 export interface ReferenceResult {
@@ -50,7 +41,7 @@ export function referenceLinearProbe(
   dim: number,
   labels: ArrayLike<number>,
   numClasses: number,
-  s: ReferenceSettings,
+  s: LinearProbeSettings,
 ): ReferenceResult {
   const train: number[] = [];
   const test: number[] = [];
