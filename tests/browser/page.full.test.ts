@@ -166,23 +166,26 @@ describe('the training page in headless Chromium', function () {
     const lossDiff = Math.abs(linear.testLoss - reference.testLoss) / reference.testLoss;
     assert.ok(lossDiff <= 1e-3, `linear probe test loss ${linear.testLoss}, reference ${reference.testLoss}`);
 
-    // A screenshot of the page while it trains (docs/images/browser-page.png, in the README).
-    await page.fill('#pause-at', '28');
+    // A screenshot of the page while it trains (docs/images/browser-page.png, in the README),
+    // then the Pause button: it stops after the step under way, wherever the screenshot left it.
+    await page.fill('#pause-at', '60');
     await click(page, 'start');
     await page.waitForFunction("/^Step 2[1-4] \\//.test(document.getElementById('status').textContent)", undefined, { polling: 50 });
     await page.screenshot({ path: SCREENSHOT });
-    assert.match((await page.textContent('#status')) ?? '', /^Step 2\d \/ 80/, 'still training once the screenshot was taken');
-    await waitForStatus(page, /^Paused at step 28 \/ 80/);
+    assert.match((await page.textContent('#status')) ?? '', /^Step [2-5]\d \/ 80/, 'still training once the screenshot was taken');
+    await click(page, 'pause');
+    const paused = Number(/^Paused at step (\d+) \/ 80/.exec(await waitForStatus(page, /^Paused at step \d+ \/ 80/))![1]);
+    assert.ok(paused >= 21 && paused < 60, `paused at step ${paused}`);
 
-    // A reload offers the saved run and continues at step 28.
+    // A reload offers the saved run and continues at the step reached.
     await page.reload({ waitUntil: 'load' });
     await page.waitForSelector('#resume-offer:not([hidden])');
-    assert.match((await page.textContent('#resume-text')) ?? '', /stopped at step 28/);
-    await page.fill('#pause-at', '30');
+    assert.match((await page.textContent('#resume-text')) ?? '', new RegExp(`stopped at step ${paused}\\b`));
+    await page.fill('#pause-at', String(paused + 2));
     await click(page, 'resume-continue');
-    await waitForStatus(page, /^Paused at step 30 \/ 80/);
+    await waitForStatus(page, new RegExp(`^Paused at step ${paused + 2} / 80`));
     const after = await pageState(page);
-    assert.equal(after.losses.length, 30, 'the history is kept, two steps added');
+    assert.equal(after.losses.length, paused + 2, 'the history is kept, two steps added');
     assert.deepEqual(errors, []);
     await page.context().close();
   });
