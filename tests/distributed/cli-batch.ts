@@ -40,19 +40,25 @@ function segments(text: string): Map<string, { text: string; code?: number }> {
 /**
  * Runs `entries` (id: `ssl-train` argv) on `worldSize` ranks sharing one launch (worldSize 1:
  * one process, no rank variables) and returns each entry's result by id. Every rank is killed
- * after `killAfterMs`; its unfinished entries then have no code.
+ * after `killAfterMs`; its unfinished entries then have no code. `env`: more environment for
+ * every rank (the WebGPU engine's driver, tests/helpers/webgpu.ts).
  */
-export async function runCliBatch(worldSize: number, entries: Record<string, string[]>, killAfterMs: number): Promise<Map<string, CliBatchResult>> {
+export async function runCliBatch(
+  worldSize: number,
+  entries: Record<string, string[]>,
+  killAfterMs: number,
+  env: NodeJS.ProcessEnv = {},
+): Promise<Map<string, CliBatchResult>> {
   const dir = freshDir(`cli-batch-w${worldSize}`);
   try {
     const spec: CliBatchSpec = { dir, entries: Object.entries(entries).map(([id, argv]) => ({ id, argv })) };
     const specPath = join(dir, 'spec.json');
     writeFileSync(specPath, JSON.stringify(spec));
-    const env = (rank: number) =>
+    const rankEnv = (rank: number) =>
       worldSize === 1 ? {} : { RANK: String(rank), WORLD_SIZE: String(worldSize), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(worldSize) };
     const ranks: RankOutcome[] = await Promise.all(
       Array.from({ length: worldSize }, (_, rank) =>
-        runProcess([workerPath('cli-batch'), specPath], { killAfterMs, rank, env: { FORCE_COLOR: '0', ...env(rank) } }),
+        runProcess([workerPath('cli-batch'), specPath], { killAfterMs, rank, env: { FORCE_COLOR: '0', ...env, ...rankEnv(rank) } }),
       ),
     );
     const out = ranks.map((r) => segments(r.stdout));

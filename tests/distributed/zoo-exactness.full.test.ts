@@ -112,11 +112,15 @@ function assertRan(runs: Map<string, CliBatchResult>, id: string, what: string):
 }
 
 /**
- * Methods whose verify rows this run leaves out, named in `ZOO_EXACTNESS_SKIP` (comma-separated):
- * `npm run test:avx2` leaves out the ViT methods that MAE's rows cover on that code path (their
- * rows take minutes); the full tier runs every row.
+ * The methods this run covers, named in `ZOO_EXACTNESS_METHODS` (comma-separated; unset: every
+ * method): their verify rows, training runs and resumed runs. `npm run test:avx2` names one or
+ * more methods of each kernel family and each discrete decision (docs/development.md); the full
+ * tier runs every row.
  */
-const SKIP = (process.env.ZOO_EXACTNESS_SKIP ?? '').split(',').filter(Boolean);
+const ONLY = (process.env.ZOO_EXACTNESS_METHODS ?? '').split(',').filter(Boolean);
+const covered = (method: string) => ONLY.length === 0 || ONLY.includes(method);
+const unknown = ONLY.filter((m) => !BUILT_IN_METHODS.includes(m));
+if (unknown.length > 0) throw new Error(`ZOO_EXACTNESS_METHODS: not built-in methods: ${unknown.join(', ')}`);
 
 describe('every method: W ranks equal one process on the global batch (ssl-train verify, training runs, resume)', function () {
   this.timeout(1_800_000);
@@ -126,17 +130,17 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
 
   before(async function () {
     const batches: Record<number, Record<string, string[]>> = { 1: {}, 2: {}, 3: {} };
-    if (SKIP.length > 0) console.log(`      not run here (ZOO_EXACTNESS_SKIP): ${SKIP.join(', ')}`);
+    if (ONLY.length > 0) console.log(`      only these methods here (ZOO_EXACTNESS_METHODS): ${ONLY.join(', ')}`);
     for (const [method, rows] of Object.entries(TABLE))
-      if (!SKIP.includes(method)) rows.forEach((row, i) => (batches[row.devices]![rowId(method, i)] = verifyArgv(method, row)));
-    for (const [method, { args, extra }] of Object.entries(TRAINING)) {
+      if (covered(method)) rows.forEach((row, i) => (batches[row.devices]![rowId(method, i)] = verifyArgv(method, row)));
+    for (const [method, { args, extra }] of Object.entries(TRAINING).filter(([m]) => covered(m))) {
       dirs.ref.set(method, join(tempDir(), 'run'));
       dirs.ddp.set(method, join(tempDir(), 'run'));
       batches[1]![`train-${method}`] = trainArgv(method, args, 1, dirs.ref.get(method)!, extra);
       batches[2]![`train-${method}`] = trainArgv(method, args, 2, dirs.ddp.get(method)!, extra);
     }
     const uninterrupted: Record<string, string[]> = {};
-    for (const [method, { args, stop }] of Object.entries(RESUME)) {
+    for (const [method, { args, stop }] of Object.entries(RESUME).filter(([m]) => covered(m))) {
       dirs.straight.set(method, join(tempDir(), 'straight'));
       dirs.split.set(method, join(tempDir(), 'split'));
       uninterrupted[`straight-${method}`] = trainArgv(method, args, 2, dirs.straight.get(method)!, RESUME_FLAGS);
@@ -146,7 +150,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
     const resumeRuns = async (): Promise<Map<string, CliBatchResult>> => {
       const first = await runCliBatch(2, uninterrupted, 900_000);
       const resumed: Record<string, string[]> = {};
-      for (const [method, { args }] of Object.entries(RESUME)) {
+      for (const [method, { args }] of Object.entries(RESUME).filter(([m]) => covered(m))) {
         if (first.get(`stop-${method}`)?.codes.every((c) => c === 0)) atStop.set(method, allTensors(dirs.split.get(method)!));
         resumed[`resume-${method}`] = trainArgv(method, args, 2, dirs.split.get(method)!, [...RESUME_FLAGS, '--resume', 'auto']);
       }
@@ -168,7 +172,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
     assert.deepEqual(extra, [], `table entries for methods that are not registered: ${extra.join(', ')}`);
   });
 
-  for (const method of BUILT_IN_METHODS.filter((m) => !SKIP.includes(m))) {
+  for (const method of BUILT_IN_METHODS.filter(covered)) {
     (TABLE[method] ?? []).forEach((row, i) => {
       const expected = row.control ? 'FAILED' : 'PASSED';
       it(`${method}: ${row.claim}: verify --devices ${row.devices} ${row.control ? 'fails' : 'passes'}`, () => {
@@ -190,7 +194,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
     });
   }
 
-  for (const method of Object.keys(TRAINING)) {
+  for (const method of Object.keys(TRAINING).filter(covered)) {
     it(`${method}: a 2-rank training run ends with the one-process parameters, buffers and queue or support set`, () => {
       assertRan(runs, `1:train-${method}`, `${method} (one process)`);
       assertRan(runs, `2:train-${method}`, `${method} (2 ranks)`);
@@ -216,7 +220,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
     });
   }
 
-  for (const [method, { stop }] of Object.entries(RESUME)) {
+  for (const [method, { stop }] of Object.entries(RESUME).filter(([m]) => covered(m))) {
     it(`${method}: 2 ranks stopped after ${stop} steps and resumed in a new launch end ${RESUME_STEPS} steps bit-identical to an uninterrupted run (state, optimizer, loss per step)`, () => {
       assertRan(runs, `2:straight-${method}`, `${method} (uninterrupted)`);
       assertRan(runs, `2:stop-${method}`, `${method} (stopped after ${stop} steps)`);

@@ -2,14 +2,14 @@
  * Slow tier: `ssl-train verify --backend webgpu --engine-against cpu` for every method of the
  * registry (the WebGPU engine on SwiftShader here, tests/helpers/webgpu.ts), on small shapes
  * (mlp on 16x16 synthetic images, or vit_tiny for MAE; batch 8; 2 steps; small heads; queues
- * of 16 rows), each in its own process: the same initial state, and every step's loss,
+ * of 16 rows), in one process in turn: the same initial state, and every step's loss,
  * gradients, parameters, buffers and queues within the round-off bound of verify. And plain
  * `verify --backend webgpu` (one rank against the one-process reference, both on webgpu).
  */
 import { strict as assert } from 'node:assert';
-import { spawnSync } from 'node:child_process';
 import { BUILT_IN_METHODS } from '../../src/methods/registry.js';
-import { CLI, SMALL_PROJECTOR } from '../helpers/run.js';
+import { runCliBatch, type CliBatchResult } from '../distributed/cli-batch.js';
+import { SMALL_PROJECTOR } from '../helpers/run.js';
 import { webgpuEnv } from '../helpers/webgpu.js';
 
 const ARG = (...pairs: string[]) => pairs.flatMap((p) => ['--method-arg', p]);
@@ -69,7 +69,28 @@ const SLOW_COVERED = ['ibot', 'msn', 'dinov2', 'ijepa'];
 const METHODS = process.env.ENGINE_AGAINST === 'all' ? BUILT_IN_METHODS : BUILT_IN_METHODS.filter((m) => !SLOW_COVERED.includes(m));
 
 describe(`verify --engine-against: ${METHODS === BUILT_IN_METHODS ? 'every method' : `every method but ${SLOW_COVERED.join(', ')} (ENGINE_AGAINST=all)`} on webgpu against cpu (small shapes, 2 steps)`, function () {
-  this.timeout(600_000);
+  this.timeout(1_200_000);
+  let runs = new Map<string, CliBatchResult>();
+
+  // Every command line in one process, in turn (tests/distributed/cli-batch.ts): each run's
+  // WebGPU start-up and shader compilation cost more than its two small steps.
+  before(async () => {
+    const entries: Record<string, string[]> = { 'one-rank': ['verify', '--backend', 'webgpu', ...SMALL, '--method', 'simclr', ...SMALL_PROJECTOR] };
+    for (const method of METHODS) entries[method] = [...BASE, '--method', method, ...(ARGS[method] ?? SMALL_PROJECTOR)];
+    const started = Date.now();
+    runs = await runCliBatch(1, entries, 1_100_000, webgpuEnv());
+    console.log(`      ${runs.size} verify runs in one process: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  });
+
+  /** Asserts that `id`'s run printed `header` and PASSED, and exited 0. */
+  function assertPassed(id: string, header: RegExp): void {
+    const run = runs.get(id);
+    assert.ok(run, `${id}: not run`);
+    const output = `${id}: exit ${run.codes[0] ?? 'none (killed)'}\n${run.stdout}${run.stderr[0]}`;
+    assert.match(run.stdout, header, output);
+    assert.match(run.stdout, /^PASSED: the worst difference is [0-9.]+ of its bound$/m, output);
+    assert.equal(run.codes[0], 0, output);
+  }
 
   it('every method with its own flags is registered', () => {
     assert.deepEqual(
@@ -79,24 +100,10 @@ describe(`verify --engine-against: ${METHODS === BUILT_IN_METHODS ? 'every metho
   });
 
   it('verify --backend webgpu with one rank (simclr, 2 steps): the one-rank run equals the one-process reference on webgpu', () => {
-    const args = ['verify', '--backend', 'webgpu', ...SMALL, '--method', 'simclr', ...SMALL_PROJECTOR];
-    const run = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 540_000, env: { ...webgpuEnv(), FORCE_COLOR: '0' } });
-    const output = `exit ${run.status ?? run.signal}\n${run.stdout}${run.stderr}`;
-    assert.match(run.stdout, /^verify simclr: 1 rank\(s\) vs one process on the same global batch$/m, output);
-    assert.match(run.stdout, /^PASSED: the worst difference is [0-9.]+ of its bound$/m, output);
-    assert.equal(run.status, 0, output);
+    assertPassed('one-rank', /^verify simclr: 1 rank\(s\) vs one process on the same global batch$/m);
   });
 
-  // The built-in methods: a full mocha run also registers test methods (tests/methods/*), which the CLI
-  // processes this test spawns do not have.
   for (const method of METHODS) {
-    it(`${method}: passes`, () => {
-      const args = [...BASE, '--method', method, ...(ARGS[method] ?? SMALL_PROJECTOR)];
-      const run = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 540_000, env: { ...webgpuEnv(), FORCE_COLOR: '0' } });
-      const output = `${method}: exit ${run.status ?? run.signal}\n${run.stdout}${run.stderr}`;
-      assert.match(run.stdout, new RegExp(`^verify ${method}: engine webgpu against cpu on the same steps`, 'm'), output);
-      assert.match(run.stdout, /^PASSED: the worst difference is [0-9.]+ of its bound$/m, output);
-      assert.equal(run.status, 0, output);
-    });
+    it(`${method}: passes`, () => assertPassed(method, new RegExp(`^verify ${method}: engine webgpu against cpu on the same steps`, 'm')));
   }
 });
