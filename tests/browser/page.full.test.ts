@@ -1,8 +1,7 @@
 /**
  * The training page (examples/browser) in headless Chromium: given a folder of PNGs in two
- * classes, it trains SimCLR on tiny_resnet for 20 steps on tfjs's JS cpu backend in the page
- * (on WebGPU/SwiftShader this file took about twice as long, and the page's kNN did not match
- * its exported features: docs/browser.md; steps.full.test.ts checks the WebGPU steps), the loss falls, the page makes no request after load, a
+ * classes, it trains SimCLR on tiny_resnet for 20 steps on WebGPU (SwiftShader, with
+ * bundle.ts's flags) in the page, the loss falls, the page makes no request after load, a
  * reload continues at the step reached, its downloaded checkpoint continues in `ssl-train
  * --resume`, the backbone it exports (the downloaded files, loaded with tfjs-layers in Node)
  * gives `ssl-train embed`'s features of that checkpoint, its kNN and linear probes equal the
@@ -78,14 +77,15 @@ describe('the training page in headless Chromium', function () {
   this.timeout(600_000);
   const suite = pageSuite(2, IMAGE_SIZE, 16);
 
-  it("trains SimCLR on tiny_resnet 20 steps from a picked folder (JS cpu backend): the loss falls, no request after load, its export gives ssl-train embed's features, the probe's kNN, UMAP and linear probe, a reload continues at the step reached", async () => {
+  it("trains SimCLR on tiny_resnet 20 steps from a picked folder on WebGPU: the loss falls, no request after load, its export gives ssl-train embed's features, the probe's kNN, UMAP and linear probe, a reload continues at the step reached", async () => {
     const { page, requests, errors } = await openTrainingPage(suite.browser);
     const loaded = requests.length;
     assert.ok(
       requests.every((url) => url.startsWith(`${ORIGIN}/`)),
       requests.join(' '),
     );
-    await page.selectOption('#engine', 'cpu');
+    // WebGPU, not auto: a page without an adapter fails with the engine's message (waitForStatus shows it), never falls back to cpu.
+    await page.selectOption('#engine', 'webgpu');
     for (const [id, value] of Object.entries(SETTINGS)) await page.fill(`#${id}`, value);
     await page.selectOption('#method', 'simclr');
     await page.selectOption('#backbone', 'tiny_resnet');
@@ -100,6 +100,10 @@ describe('the training page in headless Chromium', function () {
     assert.ok(mean(losses.slice(-5)) < mean(losses.slice(0, 5)), `losses ${losses.map((l) => l.toFixed(3)).join(' ')}`);
     assert.deepEqual(requests.slice(loaded), [], 'no request after load');
     assert.deepEqual(errors, []);
+    // It trained on WebGPU: the page's engine, and the model's tensors in GPU buffers (the bundle, already loaded, imported again: no request).
+    assert.equal(await page.evaluate('sslPage.engine'), 'webgpu');
+    const gpuBytes = (await page.evaluate("import('./ssl-zoo.js').then((zoo) => zoo.tf.memory().numBytesInGPU ?? 0)")) as number;
+    assert.ok(gpuBytes > 0, `tensors in GPU buffers: ${gpuBytes} bytes`);
 
     // The checkpoint the page offers continues in Node.
     const checkpoint = await downloadCheckpoint(page, join(suite.dir, 'page.ckpt'));
@@ -184,6 +188,7 @@ describe('the training page in headless Chromium', function () {
     await page.fill('#pause-at', String(paused + 2));
     await click(page, 'resume-continue');
     await waitForStatus(page, new RegExp(`^Paused at step ${paused + 2} / 80`));
+    assert.equal(await page.evaluate('sslPage.engine'), 'webgpu', 'the reloaded run continued on its engine');
     const after = await pageState(page);
     assert.equal(after.losses.length, paused + 2, 'the history is kept, two steps added');
     assert.deepEqual(errors, []);
