@@ -102,7 +102,7 @@ export function buildProgram(): Command {
     .description('Self-supervised visual representation learning: pre-train SimCLR, Barlow Twins, BYOL, ... on one or many processes')
     .showHelpAfterError(false)
     .enablePositionalOptions()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+    .configureOutput({ writeErr: (s) => process.stderr.write(s), outputError: (message, write) => write(`ssl-train: ${message}`) })
     .option('--debug', 'also print the stack trace of an error (for bug reports; or set SSL_ZOO_DEBUG=1); give it before a command name');
   addTrainOptions(program).action(async (_opts: Record<string, unknown>, command: Command) => {
     const config = resolveTrainConfig(command);
@@ -227,6 +227,8 @@ export function buildProgram(): Command {
     });
   for (const command of [compare, sync, methods, ...evaluationCommands(), exportCommand(), serveCommand()]) program.addCommand(command.exitOverride());
   program.exitOverride();
+  // Commander's own errors (unknown option, missing value) in the one-line form of ssl-train's, in every command.
+  for (const command of program.commands) command.configureOutput(program.configureOutput());
   return program;
 }
 

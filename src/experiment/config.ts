@@ -83,7 +83,7 @@ export class TrainConfig {
   @IsInt()
   @Min(1)
   patchSize?: number;
-  @Flag('<bool>', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)') @IsOptional() @IsBoolean() cifarStem?: boolean;
+  @Flag('[bool]', 'ResNet 3x3 stride-1 stem, no max-pool (default: on for images <= 64 px)') @IsOptional() @IsBoolean() cifarStem?: boolean;
   @Flag('<name>', 'dataset: synthetic, fashion-mnist, cifar10, cifar100, or folder (your images in --data-dir)') @IsString() dataset = 'synthetic';
   @Flag('<dir>', 'dataset directory (fashion-mnist default: /usr/share/datasets/fashion-mnist; folder: DIR/<class>/*.{jpg,jpeg,png,webp})')
   @IsOptional()
@@ -144,8 +144,8 @@ export class TrainConfig {
   @IsInt()
   @Min(1)
   gradCacheChunk?: number;
-  @Flag('<bool>', 'allow the gradient cache with batch norm (per-chunk statistics: approximate)') @IsBoolean() gradCacheApproximateBn = false;
-  @Flag('<bool>', 'recompute each transformer block in the backward pass instead of keeping its activations (ViT backbones, MAE decoder)')
+  @Flag('[bool]', 'allow the gradient cache with batch norm (per-chunk statistics: approximate)') @IsBoolean() gradCacheApproximateBn = false;
+  @Flag('[bool]', 'recompute each transformer block in the backward pass instead of keeping its activations (ViT backbones, MAE decoder)')
   @IsBoolean()
   gradCheckpointing = false;
   @Flag('<n>', 'seed of every random draw (init, sampling, augmentation)') @IsInt() @Min(0) seed = 0;
@@ -192,7 +192,7 @@ export class TrainConfig {
   @Flag('<seconds>', 'how long a collective waits for the other ranks before failing') @IsNumber() @IsPositive() timeout = 300;
   @Flag('<n>', 'log training metrics every n steps') @IsInt() @Min(1) logEvery = 10;
   @Flag('<n>', 'validate (kNN, linear probe) every n epochs; 0 disables') @IsInt() @Min(0) valEvery = 1;
-  @Flag('<bool>', 'also validate before the first step of a fresh run: the baseline of the initial weights') @IsBoolean() valAtStart = false;
+  @Flag('[bool]', 'also validate before the first step of a fresh run: the baseline of the initial weights') @IsBoolean() valAtStart = false;
   @Flag('<n>', 'kNN neighbours') @IsInt() @Min(1) knnK = 20;
   @Flag('<x>', 'kNN vote temperature') @IsNumber() @IsPositive() knnTemperature = 0.07;
   @Flag('<n>', 'training images in the kNN memory (0: all)') @IsInt() @Min(0) knnTrainSamples = 10000;

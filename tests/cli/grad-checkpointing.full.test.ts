@@ -14,7 +14,17 @@ const SMALL_DECODER = smallMaeDecoder(2);
 
 /** Trains MAE two steps; returns its stderr. */
 function trainMae(runDir: string, checkpointing: boolean): string {
-  const flags = ['--method', 'mae', ...SMALL, ...SMALL_DECODER, '--max-steps', '2', '--grad-checkpointing', String(checkpointing), '--run-dir', runDir];
+  const flags = [
+    '--method',
+    'mae',
+    ...SMALL,
+    ...SMALL_DECODER,
+    '--max-steps',
+    '2',
+    ...(checkpointing ? ['--grad-checkpointing'] : ['--grad-checkpointing', 'false']),
+    '--run-dir',
+    runDir,
+  ];
   const { status, stderr } = runCli(flags, 200_000);
   assert.equal(status, 0, stderr);
   return stderr;
