@@ -272,8 +272,15 @@ function roundDefaultBatchSize(config: TrainConfig, explicit: boolean): void {
 }
 
 /** Runs the CLI; returns the exit code (0 ok, 1 failed run or internal failure, 2 user error). */
-export async function main(argv: string[]): Promise<number> {
+export async function main(args: string[]): Promise<number> {
   const program = buildProgram();
+  const commands = program.commands.map((c) => c.name());
+  // `ssl-train help [command]` is `--help` (the program's own action would take `help` for a stray argument).
+  const argv = args[0] === 'help' ? [...args.slice(1, 2), '--help'] : args;
+  if (argv[0] !== undefined && !argv[0].startsWith('-') && !commands.includes(argv[0])) {
+    process.stderr.write(`ssl-train: error: unknown command '${argv[0]}'; expected one of ${commands.join(', ')}, or options only (training)\n`);
+    return USER_ERROR_EXIT;
+  }
   try {
     await program.parseAsync(argv, { from: 'user' });
     return Number(process.exitCode ?? 0);

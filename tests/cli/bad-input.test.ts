@@ -137,6 +137,15 @@ describe('ssl-train rejects bad input with one line and exit code 2', function (
     });
   }
 
+  it("an unknown command is one line naming the commands; 'help verify' is verify's --help", () => {
+    const unknown = runCli(['simclr'], 30_000);
+    assert.equal(unknown.status, 2, unknown.stderr);
+    assert.match(unknown.stderr, /^ssl-train: error: unknown command 'simclr'; expected one of verify, compare, .*, or options only \(training\)\n$/);
+    const help = runCli(['help', 'verify'], 30_000);
+    assert.equal(help.status, 0, help.stderr);
+    assert.match(help.stdout, /^Usage: ssl-train verify \[options\]/);
+  });
+
   it('--help lists every option with its default', () => {
     const { status, stdout } = runCli(['--help']);
     assert.equal(status, 0);
