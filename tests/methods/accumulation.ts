@@ -15,6 +15,7 @@ import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import type { MultiViewBatch } from '../../src/data/loader.js';
 import type { BaseMethod, MethodArgs, MethodContext } from '../../src/methods/base.js';
+import { cosineTau } from '../../src/methods/momentum.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { SslTask } from '../../src/methods/task.js';
 import type { Progress, TrainingModule } from '../../src/trainer/interfaces.js';
@@ -170,4 +171,60 @@ export function worstDifference(a: StepResult['state'], b: StepResult['state'], 
     }
   }
   return worst;
+}
+
+/** The base tau of the methods given to {@link emaUnderAccumulation} (a large EMA step, so that it shows). */
+export const EMA_BASE_TAU = 0.5;
+
+/** What {@link emaUnderAccumulation} measured: how far each target is from one EMA update, and the losses. */
+export interface EmaUnderAccumulation {
+  /** max |target − (tau · target at the start + (1 − tau) · student after)| over `momentumBackbone.*`, accumulated (k = 2). */
+  accumulatedError: number;
+  /** The same with the target moved after every micro-batch (the negative control). */
+  perMicroBatchError: number;
+  /** The accumulated step's loss, the mean of each micro-batch's loss run alone from the step's start, and the control's. */
+  accumulatedLoss: number;
+  ownLoss: number;
+  perMicroBatchLoss: number;
+}
+
+/**
+ * The EMA-target rule under accumulation for a method whose state written from data is its EMA
+ * target alone: `build()` (base tau {@link EMA_BASE_TAU}; the same initial weights on every call), its student moved away from the target
+ * (0.3 · N(0, 1) on every backbone parameter, as after some steps), takes one step on k = 2
+ * micro-batches of N (`views` views), each micro-batch alone from the same start, and the control
+ * moving the target after every micro-batch.
+ */
+export async function emaUnderAccumulation(build: () => BaseMethod, views: number): Promise<EmaUnderAccumulation> {
+  const diverged = () => {
+    const m = build();
+    const rng = new Rng(5);
+    for (const p of m.backbone.parameters()) p.assign(tf.tidy(() => tf.add(p, tf.mul(tf.tensor(rng.normalArray(p.size), p.shape), 0.3))));
+    return m;
+  };
+  const halves = [batchOf(views, 0, N), batchOf(views, N, N)];
+  const start = diverged();
+  const targetStart = Object.fromEntries(Object.entries(start.stateDict()).map(([n, t]) => [n, t.dataSync().slice()]));
+  start.dispose();
+  const accumulated = await runStep(diverged(), halves);
+  const alone = [await runStep(diverged(), [halves[0]!]), await runStep(diverged(), [halves[1]!])];
+  const perMicroBatch = await runStep(diverged(), halves, { perMicroBatch: (m) => m.onTrainBatchEnd({ step: 1, totalSteps: 4, epoch: 0 }) });
+  const tau = cosineTau(EMA_BASE_TAU, 1, 0, 4);
+  const emaError = (state: StepResult['state']) => {
+    const names = Object.keys(state).filter((n) => n.startsWith('momentumBackbone.'));
+    if (names.length === 0) throw new Error('emaUnderAccumulation: no momentumBackbone.* in the state');
+    let worst = 0;
+    for (const name of names) {
+      const student = state[name.replace('momentumBackbone.', 'backbone.')]!;
+      state[name]!.forEach((t, i) => (worst = Math.max(worst, Math.abs(t - (tau * targetStart[name]![i]! + (1 - tau) * student[i]!)))));
+    }
+    return worst;
+  };
+  return {
+    accumulatedError: emaError(accumulated.state),
+    perMicroBatchError: emaError(perMicroBatch.state),
+    accumulatedLoss: accumulated.loss,
+    ownLoss: (alone[0]!.loss + alone[1]!.loss) / 2,
+    perMicroBatchLoss: perMicroBatch.loss,
+  };
 }

@@ -16,34 +16,22 @@ import { msnLoss } from '../../src/losses/index.js';
 import type { MethodArgs, SampleKeys } from '../../src/methods/base.js';
 import { randomMasks } from '../../src/methods/mae-masking.js';
 import { MSN } from '../../src/methods/msn.js';
-import { cosineTau } from '../../src/methods/momentum.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
-import { batchOf, methodContext, N, runStep } from './accumulation.js';
+import { EMA_BASE_TAU, emaUnderAccumulation, methodContext } from './accumulation.js';
 
 /** A ViT of one block, 16 wide, on 8 x 8 grayscale images in 4 px patches (4 patches, 3 kept at mask ratio 0.25). */
+const tinyVit = (rng: Rng) => new VisionTransformer({ embedDim: 16, depth: 1, numHeads: 2, mlpRatio: 2, patchSize: 4 }, { inChannels: 1, imageSize: 8, rng });
+
+/** MSN on {@link tinyVit}. */
 function build(args: MethodArgs = {}, seed = 3): MSN {
   const m = new (getMethodClass('msn'))({
-    createBackbone: (rng) => new VisionTransformer({ embedDim: 16, depth: 1, numHeads: 2, mlpRatio: 2, patchSize: 4 }, { inChannels: 1, imageSize: 8, rng }),
+    createBackbone: tinyVit,
     numClasses: 3,
     rng: new Rng(seed),
     args: resolveMethodArgs('msn', { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 5, maskRatio: 0.25, ...args }),
   }) as MSN;
   m.setup({ group: new SingleDeviceStrategy().group });
-  return m;
-}
-
-/**
- * MSN on {@link build}'s ViT for the accumulation harness (not set up: runStep does it), its student
- * moved away from its target (as after some steps) so that an EMA update shows.
- */
-function divergedStudent(args: MethodArgs): MSN {
-  const m = new MSN({
-    ...methodContext('msn', { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 5, maskRatio: 0.25, ...args }),
-    createBackbone: (rng) => new VisionTransformer({ embedDim: 16, depth: 1, numHeads: 2, mlpRatio: 2, patchSize: 4 }, { inChannels: 1, imageSize: 8, rng }),
-  });
-  const rng = new Rng(5);
-  for (const p of m.backbone.parameters()) p.assign(tf.tidy(() => tf.add(p, tf.mul(tf.tensor(rng.normalArray(p.size), p.shape), 0.3))));
   return m;
 }
 
@@ -158,30 +146,11 @@ describe('MSN', () => {
   });
 
   it("accumulation: k = 2 micro-batches of N move the target once (tau · target + (1 − tau) · the stepped student) and each micro-batch's loss is its own from the step's start (ME-MAX and Sinkhorn-Knopp per micro-batch); a target moved per micro-batch fails both", async () => {
-    const args = { baseTau: 0.5 };
-    const halves = [batchOf(4, 0, N), batchOf(4, N, N)];
-    const start = divergedStudent(args);
-    const targetStart = Object.fromEntries(Object.entries(start.stateDict()).map(([n, t]) => [n, t.dataSync().slice()]));
-    start.dispose();
-    const accumulated = await runStep(divergedStudent(args), halves);
-    const alone = [await runStep(divergedStudent(args), [halves[0]!]), await runStep(divergedStudent(args), [halves[1]!])];
-    const perMicroBatch = await runStep(divergedStudent(args), halves, { perMicroBatch: (m) => m.onTrainBatchEnd({ step: 1, totalSteps: 4, epoch: 0 }) });
-    const tau = cosineTau(0.5, 1, 0, 4);
-    /** The largest |target − (tau · target before + (1 − tau) · student after)| over the backbone's parameters. */
-    const emaError = (state: Record<string, Float32Array | Int32Array>) => {
-      let worst = 0;
-      const names = Object.keys(state).filter((n) => n.startsWith('momentumBackbone.'));
-      assert.ok(names.length > 0, 'the target encoder is in the state');
-      for (const name of names) {
-        const student = state[name.replace('momentumBackbone.', 'backbone.')]!;
-        state[name]!.forEach((t, i) => (worst = Math.max(worst, Math.abs(t - (tau * targetStart[name]![i]! + (1 - tau) * student[i]!)))));
-      }
-      return worst;
-    };
-    assert.ok(emaError(accumulated.state) < 1e-5, `accumulated: the target is off the one EMA update by ${emaError(accumulated.state)}`);
-    assert.ok(emaError(perMicroBatch.state) > 1e-2, `negative control: the per-micro-batch target is off by only ${emaError(perMicroBatch.state)}`);
-    const reference = (alone[0]!.loss + alone[1]!.loss) / 2;
-    assert.ok(close(accumulated.loss, reference, 1e-4), `loss ${accumulated.loss} vs the micro-batches' own ${reference}`);
-    assert.ok(!close(perMicroBatch.loss, reference, 1e-3), 'negative control: the second micro-batch saw a moved target');
+    const args = { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 5, maskRatio: 0.25, baseTau: EMA_BASE_TAU };
+    const got = await emaUnderAccumulation(() => new MSN({ ...methodContext('msn', args), createBackbone: tinyVit }), 4);
+    assert.ok(got.accumulatedError < 1e-5, `accumulated: the target is off the one EMA update by ${got.accumulatedError}`);
+    assert.ok(got.perMicroBatchError > 1e-2, `negative control: the per-micro-batch target is off by only ${got.perMicroBatchError}`);
+    assert.ok(close(got.accumulatedLoss, got.ownLoss, 1e-4), `loss ${got.accumulatedLoss} vs the micro-batches' own ${got.ownLoss}`);
+    assert.ok(!close(got.perMicroBatchLoss, got.ownLoss, 1e-3), 'negative control: the second micro-batch saw a moved target');
   });
 });
