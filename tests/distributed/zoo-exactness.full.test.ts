@@ -81,6 +81,22 @@ const RESUME: Record<string, { args: string[]; stop: number }> = {
 const RESUME_FLAGS = ['--epochs', '2', '--log-every', '1'];
 const RESUME_STEPS = 8;
 
+/**
+ * The negative controls that issue #34 names, on 2 ranks over more seeds (seed 0 is the table's
+ * own): per-rank batch statistics, an all-gather whose backward keeps the local slice, a
+ * local-only neighbour lookup (All4One's support set per rank) and a per-rank Sinkhorn-Knopp.
+ * `verify` must fail each on every seed (docs/distributed.md, "The seeds table").
+ */
+const CONTROL_SEEDS = [1, 2, 3, 4];
+const tableArgs = (method: string, control: string) => TABLE[method]!.find((row) => row.control === control)!.args;
+const SEEDED_CONTROLS: Record<string, { method: string; args: string[] }> = {
+  'per-rank batch statistics (--sync-batchnorm false)': { method: 'simclr', args: [...TABLE.simclr![0]!.args, '--sync-batchnorm', 'false'] },
+  'an all-gather whose backward keeps the local slice': { method: 'simclr_local_slice_gather', args: TABLE.simclr![0]!.args },
+  'a local-only neighbour lookup (all4one_local_queue)': { method: 'all4one_local_queue', args: tableArgs('all4one', 'all4one_local_queue') },
+  'a per-rank Sinkhorn-Knopp (swav_local_sinkhorn)': { method: 'swav_local_sinkhorn', args: tableArgs('swav', 'swav_local_sinkhorn') },
+};
+const seededId = (what: string, seed: number) => `seeded-${Object.keys(SEEDED_CONTROLS).indexOf(what)}-${seed}`;
+
 /** Every tensor of `runDir/checkpoints/last.ckpt` (model and optimizer state), as raw arrays. */
 function allTensors(runDir: string): Record<string, Float32Array | Int32Array> {
   const ckpt = loadCheckpoint(join(runDir, 'checkpoints', 'last.ckpt'));
@@ -139,6 +155,10 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
       batches[1]![`train-${method}`] = trainArgv(method, args, 1, dirs.ref.get(method)!, extra);
       batches[2]![`train-${method}`] = trainArgv(method, args, 2, dirs.ddp.get(method)!, extra);
     }
+    if (ONLY.length === 0)
+      for (const [what, { method, args }] of Object.entries(SEEDED_CONTROLS))
+        for (const seed of CONTROL_SEEDS)
+          batches[2]![seededId(what, seed)] = verifyArgv(method, { devices: 2, claim: what, args: [...args, '--seed', String(seed)] });
     const uninterrupted: Record<string, string[]> = {};
     for (const [method, { args, stop }] of Object.entries(RESUME).filter(([m]) => covered(m))) {
       dirs.straight.set(method, join(tempDir(), 'straight'));
@@ -193,6 +213,20 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
       });
     });
   }
+
+  if (ONLY.length === 0)
+    for (const what of Object.keys(SEEDED_CONTROLS)) {
+      it(`negative control over seeds ${CONTROL_SEEDS.join(', ')}: ${what}: verify --devices 2 fails on every seed`, () => {
+        const ratios = CONTROL_SEEDS.map((seed) => {
+          const run = runs.get(`2:${seededId(what, seed)}`);
+          assert.ok(run, `${what}, seed ${seed}: not run`);
+          const failed = /FAILED: the worst difference is ([0-9.]+) of its bound/.exec(run.stdout);
+          assert.ok(run.codes[0] === 1 && failed, `${what}, seed ${seed}: exit codes ${run.codes.join(', ')}\n${run.stdout}\n${run.stderr.join('\n')}`);
+          return failed[1];
+        });
+        console.log(`      FAILED on every seed: ${ratios.join(', ')} times the bound`);
+      });
+    }
 
   for (const method of Object.keys(TRAINING).filter(covered)) {
     it(`${method}: a 2-rank training run ends with the one-process parameters, buffers and queue or support set`, () => {

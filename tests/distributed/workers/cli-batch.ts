@@ -31,6 +31,7 @@ import '../../methods/msn-local.js';
 import '../../methods/vicregl-local.js';
 import '../../methods/ibot-local-patch-centre.js';
 import '../../methods/dinov2-local.js';
+import '../../methods/simclr-local-slice-gather.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {
