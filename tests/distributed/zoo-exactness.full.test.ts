@@ -137,6 +137,9 @@ const ONLY = (process.env.ZOO_EXACTNESS_METHODS ?? '').split(',').filter(Boolean
 const covered = (method: string) => ONLY.length === 0 || ONLY.includes(method);
 const unknown = ONLY.filter((m) => !BUILT_IN_METHODS.includes(m));
 if (unknown.length > 0) throw new Error(`ZOO_EXACTNESS_METHODS: not built-in methods: ${unknown.join(', ')}`);
+/** The training and resumed runs of the methods this run covers. */
+const TRAINED = Object.entries(TRAINING).filter(([m]) => covered(m));
+const RESUMED = Object.entries(RESUME).filter(([m]) => covered(m));
 
 describe('every method: W ranks equal one process on the global batch (ssl-train verify, training runs, resume)', function () {
   this.timeout(1_800_000);
@@ -149,7 +152,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
     if (ONLY.length > 0) console.log(`      only these methods here (ZOO_EXACTNESS_METHODS): ${ONLY.join(', ')}`);
     for (const [method, rows] of Object.entries(TABLE))
       if (covered(method)) rows.forEach((row, i) => (batches[row.devices]![rowId(method, i)] = verifyArgv(method, row)));
-    for (const [method, { args, extra }] of Object.entries(TRAINING).filter(([m]) => covered(m))) {
+    for (const [method, { args, extra }] of TRAINED) {
       dirs.ref.set(method, join(tempDir(), 'run'));
       dirs.ddp.set(method, join(tempDir(), 'run'));
       batches[1]![`train-${method}`] = trainArgv(method, args, 1, dirs.ref.get(method)!, extra);
@@ -160,7 +163,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
         for (const seed of CONTROL_SEEDS)
           batches[2]![seededId(what, seed)] = verifyArgv(method, { devices: 2, claim: what, args: [...args, '--seed', String(seed)] });
     const uninterrupted: Record<string, string[]> = {};
-    for (const [method, { args, stop }] of Object.entries(RESUME).filter(([m]) => covered(m))) {
+    for (const [method, { args, stop }] of RESUMED) {
       dirs.straight.set(method, join(tempDir(), 'straight'));
       dirs.split.set(method, join(tempDir(), 'split'));
       uninterrupted[`straight-${method}`] = trainArgv(method, args, 2, dirs.straight.get(method)!, RESUME_FLAGS);
@@ -170,7 +173,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
     const resumeRuns = async (): Promise<Map<string, CliBatchResult>> => {
       const first = await runCliBatch(2, uninterrupted, 900_000);
       const resumed: Record<string, string[]> = {};
-      for (const [method, { args }] of Object.entries(RESUME).filter(([m]) => covered(m))) {
+      for (const [method, { args }] of RESUMED) {
         if (first.get(`stop-${method}`)?.codes.every((c) => c === 0)) atStop.set(method, allTensors(dirs.split.get(method)!));
         resumed[`resume-${method}`] = trainArgv(method, args, 2, dirs.split.get(method)!, [...RESUME_FLAGS, '--resume', 'auto']);
       }
@@ -228,7 +231,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
       });
     }
 
-  for (const method of Object.keys(TRAINING).filter(covered)) {
+  for (const [method] of TRAINED) {
     it(`${method}: a 2-rank training run ends with the one-process parameters, buffers and queue or support set`, () => {
       assertRan(runs, `1:train-${method}`, `${method} (one process)`);
       assertRan(runs, `2:train-${method}`, `${method} (2 ranks)`);
@@ -254,7 +257,7 @@ describe('every method: W ranks equal one process on the global batch (ssl-train
     });
   }
 
-  for (const [method, { stop }] of Object.entries(RESUME).filter(([m]) => covered(m))) {
+  for (const [method, { stop }] of RESUMED) {
     it(`${method}: 2 ranks stopped after ${stop} steps and resumed in a new launch end ${RESUME_STEPS} steps bit-identical to an uninterrupted run (state, optimizer, loss per step)`, () => {
       assertRan(runs, `2:straight-${method}`, `${method} (uninterrupted)`);
       assertRan(runs, `2:stop-${method}`, `${method} (stopped after ${stop} steps)`);

@@ -23,13 +23,16 @@ import { EMA_BASE_TAU, emaUnderAccumulation, methodContext } from './accumulatio
 /** A ViT of one block, 16 wide, on 8 x 8 grayscale images in 4 px patches (4 patches, 3 kept at mask ratio 0.25). */
 const tinyVit = (rng: Rng) => new VisionTransformer({ embedDim: 16, depth: 1, numHeads: 2, mlpRatio: 2, patchSize: 4 }, { inChannels: 1, imageSize: 8, rng });
 
+/** The small head and masks of these tests: 8-4, 5 prototypes, 1 of 4 patches masked. */
+const SMALL = { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 5, maskRatio: 0.25 };
+
 /** MSN on {@link tinyVit}. */
 function build(args: MethodArgs = {}, seed = 3): MSN {
   const m = new (getMethodClass('msn'))({
     createBackbone: tinyVit,
     numClasses: 3,
     rng: new Rng(seed),
-    args: resolveMethodArgs('msn', { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 5, maskRatio: 0.25, ...args }),
+    args: resolveMethodArgs('msn', { ...SMALL, ...args }),
   }) as MSN;
   m.setup({ group: new SingleDeviceStrategy().group });
   return m;
@@ -146,8 +149,7 @@ describe('MSN', () => {
   });
 
   it("accumulation: k = 2 micro-batches of N move the target once (tau · target + (1 − tau) · the stepped student) and each micro-batch's loss is its own from the step's start (ME-MAX and Sinkhorn-Knopp per micro-batch); a target moved per micro-batch fails both", async () => {
-    const args = { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 5, maskRatio: 0.25, baseTau: EMA_BASE_TAU };
-    const got = await emaUnderAccumulation(() => new MSN({ ...methodContext('msn', args), createBackbone: tinyVit }), 4);
+    const got = await emaUnderAccumulation(() => new MSN({ ...methodContext('msn', { ...SMALL, baseTau: EMA_BASE_TAU }), createBackbone: tinyVit }), 4);
     assert.ok(got.accumulatedError < 1e-5, `accumulated: the target is off the one EMA update by ${got.accumulatedError}`);
     assert.ok(got.perMicroBatchError > 1e-2, `negative control: the per-micro-batch target is off by only ${got.perMicroBatchError}`);
     assert.ok(close(got.accumulatedLoss, got.ownLoss, 1e-4), `loss ${got.accumulatedLoss} vs the micro-batches' own ${got.ownLoss}`);
