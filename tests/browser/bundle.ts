@@ -7,8 +7,9 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 /** The build script and the bundle it writes. */
 export const BUILD_SCRIPT = fileURLToPath(new URL('../../../scripts/build-browser.mjs', import.meta.url));
 export const BUNDLE = fileURLToPath(new URL('../../browser/ssl-zoo.js', import.meta.url));
-/** The compiled step fixture, served to the page as is (it imports nothing). */
+/** The compiled step fixture and the test ViT it registers, served to the page as they are (steps.js imports ../helpers/vit-micro.js). */
 const STEPS = fileURLToPath(new URL('./steps.js', import.meta.url));
+const VIT_MICRO_MODULE = fileURLToPath(new URL('../helpers/vit-micro.js', import.meta.url));
 
 /** Debian's chromium. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -32,7 +33,7 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: WEBGPU_FLAGS });
 }
 
-/** A page on {@link ORIGIN} serving `/ssl-zoo.js` (the bundle) and `/steps.js`; every request it makes lands in `requests`, any other than the origin's is aborted, and page errors in `errors`. */
+/** A page on {@link ORIGIN} serving `/ssl-zoo.js` (the bundle), `/steps.js` and the `/helpers/vit-micro.js` it imports; every request it makes lands in `requests`, any other than the origin's is aborted, and page errors in `errors`. */
 export async function openPage(browser: Browser): Promise<{ page: Page; requests: string[]; errors: string[] }> {
   const page = await browser.newPage();
   const requests: string[] = [];
@@ -44,6 +45,7 @@ export async function openPage(browser: Browser): Promise<{ page: Page; requests
     '/ssl-zoo.js': [readFileSync(BUNDLE, 'utf8'), 'text/javascript'],
     '/ssl-zoo.js.map': [readFileSync(`${BUNDLE}.map`, 'utf8'), 'application/json'],
     '/steps.js': [readFileSync(STEPS, 'utf8'), 'text/javascript'],
+    '/helpers/vit-micro.js': [readFileSync(VIT_MICRO_MODULE, 'utf8'), 'text/javascript'],
   };
   await page.route('**/*', (route) => {
     const url = new URL(route.request().url());

@@ -9,35 +9,39 @@ import type { Browser } from 'playwright-core';
 import * as zoo from '../../src/browser.js';
 import { buildBrowser, launchChromium, openPage, ORIGIN } from './bundle.js';
 import { augmentedPixels, smallArgs, stepLosses, type StepSpec } from './steps.js';
+import { VIT_MICRO } from '../helpers/vit-micro.js';
 import { useCpu } from '../helpers/webgpu.js';
 
 const COMMON = { imageSize: 8, channels: 3, batchSize: 4, steps: 2, seed: 7 };
 const HEAD = { projHiddenDim: 16, projOutputDim: 8 };
-/** SimCLR (contrastive; on mlp and tiny_resnet), BYOL (momentum), MoCo v2+ (queue), SwAV (clustering) on mlp; MAE and I-JEPA on vit_tiny. */
+/**
+ * SimCLR (contrastive; on mlp and tiny_resnet), BYOL (momentum), MoCo v2+ (queue), SwAV (clustering) on mlp; MAE and I-JEPA
+ * on vit_micro (a 2-block test ViT, tests/helpers/vit-micro.ts: vit_tiny's code; the training page's test runs vit_tiny).
+ */
 const SPECS: StepSpec[] = [
   { method: 'simclr', backbone: 'mlp', args: HEAD, ...COMMON },
   { method: 'simclr', backbone: 'tiny_resnet', args: HEAD, ...COMMON },
   { method: 'byol', backbone: 'mlp', args: { ...HEAD, predHiddenDim: 16 }, ...COMMON },
   { method: 'mocov2plus', backbone: 'mlp', args: { ...HEAD, queueSize: 8 }, ...COMMON },
   { method: 'swav', backbone: 'mlp', args: { ...HEAD, numPrototypes: 5, queueSize: 0 }, ...COMMON },
-  { method: 'mae', backbone: 'vit_tiny', args: { decoderEmbedDim: 32, decoderDepth: 1, decoderNumHeads: 2 }, ...COMMON, patchSize: 4 },
-  { method: 'ijepa', backbone: 'vit_tiny', args: { predictorEmbedDim: 12, predictorDepth: 1, contextPatches: 4 }, ...COMMON, imageSize: 16, patchSize: 4 },
+  { method: 'mae', backbone: VIT_MICRO, args: { decoderEmbedDim: 32, decoderDepth: 1, decoderNumHeads: 2 }, ...COMMON, patchSize: 4 },
+  { method: 'ijepa', backbone: VIT_MICRO, args: { predictorEmbedDim: 12, predictorDepth: 1, contextPatches: 4 }, ...COMMON, imageSize: 16, patchSize: 4 },
 ];
 
 /**
- * The methods that refuse the mlp: MSN, iBOT and DINOv2 take a ViT (their masked patches), VICRegL a ResNet (its feature
- * maps); batch 4 (tfjs's JS cpu backend takes about 10 s a step of these at batch 12, in the page and in Node).
+ * The methods that refuse the mlp: MSN, iBOT and DINOv2 take a ViT (their masked patches: vit_micro), VICRegL a ResNet
+ * (its feature maps; batch 4: tfjs's JS cpu backend takes seconds a step of tiny_resnet at batch 12, in the page and in Node).
  */
-const NOT_MLP: Record<string, { backbone: string; patchSize?: number; batchSize: number }> = {
-  msn: { backbone: 'vit_tiny', patchSize: 4, batchSize: 4 },
-  ibot: { backbone: 'vit_tiny', patchSize: 4, batchSize: 4 },
-  dinov2: { backbone: 'vit_tiny', patchSize: 4, batchSize: 4 },
+const NOT_MLP: Record<string, { backbone: string; patchSize?: number; batchSize?: number }> = {
+  msn: { backbone: VIT_MICRO, patchSize: 4 },
+  ibot: { backbone: VIT_MICRO, patchSize: 4 },
+  dinov2: { backbone: VIT_MICRO, patchSize: 4 },
   vicregl: { backbone: 'tiny_resnet', batchSize: 4 },
 };
 
 /**
  * Every built-in method but MAE and I-JEPA (a ViT's: above) on the mlp backbone (MSN, iBOT, DINOv2 and VICRegL on theirs,
- * {@link NOT_MLP}, at batch 4), two steps, batch 12, with SGD, LARS and AdamW in turn.
+ * {@link NOT_MLP}), two steps, batch 12 (VICRegL 4), with SGD, LARS and AdamW in turn.
  * W-MSE whitens the whole batch (12 rows, more than its 8 dimensions).
  */
 function everyMethodSpecs(): StepSpec[] {
@@ -105,7 +109,7 @@ describe('browser bundle in headless Chromium', function () {
     await useCpu(); // the default engine of the files that follow (tests/setup.ts)
   });
 
-  it("trains SimCLR (mlp, tiny_resnet), BYOL, MoCo v2+, SwAV, MAE and I-JEPA (vit_tiny) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
+  it("trains SimCLR (mlp, tiny_resnet), BYOL, MoCo v2+, SwAV, MAE and I-JEPA (vit_micro) two steps on tfjs's JS cpu backend: Node's losses, no request beyond 127.0.0.1", async () => {
     const { engine, losses, requests } = await pageLosses(browser, 'cpu');
     assert.equal(engine, 'cpu');
     assertLosses(losses, nodeLosses, 1e-6);
@@ -127,7 +131,7 @@ describe('browser bundle in headless Chromium', function () {
     );
   });
 
-  it("every other built-in method takes two steps (SGD, LARS or AdamW) on the mlp backbone (msn, ibot, dinov2: vit_tiny; vicregl: tiny_resnet) in the page (JS cpu backend): Node's losses", async () => {
+  it("every other built-in method takes two steps (SGD, LARS or AdamW) on the mlp backbone (msn, ibot, dinov2: vit_micro; vicregl: tiny_resnet) in the page (JS cpu backend): Node's losses", async () => {
     const specs = everyMethodSpecs();
     const expected: number[][] = [];
     for (const spec of specs) expected.push(await stepLosses(zoo, spec));

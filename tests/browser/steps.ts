@@ -1,9 +1,11 @@
 /**
  * Optimizer steps of one method on seeded synthetic inputs, written once and run both in Node
  * (on the library's Node modules) and in a page (on the browser bundle): the library is a
- * parameter, so this module imports nothing at run time and is served to the page as is.
+ * parameter, so this module imports at run time only tests/helpers/vit-micro.ts (itself
+ * without imports), and both are served to the page as they are.
  */
 import type * as Zoo from '../../src/browser.js';
+import { registerVitMicro } from '../helpers/vit-micro.js';
 
 /** One method's steps: what to build and how many steps to take. */
 export interface StepSpec {
@@ -45,6 +47,7 @@ export function smallArgs(zoo: typeof Zoo, method: string): Record<string, numbe
  */
 export async function stepLosses(zoo: typeof Zoo, spec: StepSpec): Promise<number[]> {
   const { imageSize, channels, batchSize } = spec;
+  registerVitMicro(zoo);
   const cls = zoo.getMethodClass(spec.method);
   const method = new cls({
     createBackbone: (rng) => zoo.createBackbone(spec.backbone, { inChannels: channels, imageSize, rng, patchSize: spec.patchSize }),

@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BUILT_IN_METHODS } from '../../src/methods/registry.js';
-import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
+import { runCli, runClis, SMOKE_FLAGS, tempDir, type CliResult } from '../helpers/run.js';
 
 const dir = tempDir();
 const badYaml = join(dir, 'bad.yaml');
@@ -124,10 +124,22 @@ const CASES: Array<[string, string[], RegExp]> = [
 
 describe('ssl-train rejects bad input with one line and exit code 2', function () {
   this.timeout(60_000);
-  for (const [what, args, pattern] of CASES) {
+  const runDirs = CASES.map(() => join(tempDir(), 'run'));
+  let results: CliResult[] = [];
+
+  // Every case is its own ssl-train process; they start two at a time.
+  before(async function () {
+    this.timeout(300_000);
+    results = await runClis(
+      CASES.map(([, args], i) => [...SMOKE_FLAGS, '--run-dir', runDirs[i]!, '--max-steps', '1', ...args]),
+      30_000,
+    );
+  });
+
+  CASES.forEach(([what, , pattern], i) => {
     it(what, () => {
-      const runDir = join(tempDir(), 'run');
-      const { status, stderr } = runCli([...SMOKE_FLAGS, '--run-dir', runDir, '--max-steps', '1', ...args], 30_000);
+      const runDir = runDirs[i]!;
+      const { status, stderr } = results[i]!;
       const lines = stderr.trim().split('\n');
       assert.equal(status, 2, `exit code (stderr: ${stderr})`);
       assert.equal(lines.length, 1, `one line, got:\n${stderr}`);
@@ -135,7 +147,7 @@ describe('ssl-train rejects bad input with one line and exit code 2', function (
       assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
       assert.ok(!existsSync(join(runDir, 'checkpoints')), 'nothing was trained');
     });
-  }
+  });
 
   it("an unknown command is one line naming the commands; 'help verify' is verify's --help", () => {
     const unknown = runCli(['simclr'], 30_000);

@@ -11,6 +11,7 @@
  * micro-batch instead ({@link PerMicroBatchState}).
  */
 import { createBackbone } from '../../src/backbones/index.js';
+import { VisionTransformer } from '../../src/backbones/vit.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import type { MultiViewBatch } from '../../src/data/loader.js';
@@ -36,6 +37,10 @@ export function methodContext(name: string, args: MethodArgs, seed = 3): MethodC
     datasetSize: 2 * N,
   };
 }
+
+/** A one-block ViT of the masked-token tests (ibot, msn, dinov2): 8 x 8 single-channel images, 2 x 2 patches of 4 px, width 16. */
+export const tinyVit = (rng: Rng) =>
+  new VisionTransformer({ embedDim: 16, depth: 1, numHeads: 2, mlpRatio: 2, patchSize: 4 }, { inChannels: 1, imageSize: 8, rng });
 
 /** `name` built from {@link methodContext}. */
 export function buildMethod(name: string, args: MethodArgs, seed = 3): BaseMethod {

@@ -21,11 +21,9 @@ import { DINOv2 } from '../../src/methods/dinov2.js';
 import { clsToken, headOfMaskedPatches } from '../../src/methods/masked-tokens.js';
 import { resolveMethodArgs } from '../../src/methods/registry.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
-import { EMA_BASE_TAU, emaUnderAccumulation, methodContext } from './accumulation.js';
+import { EMA_BASE_TAU, emaUnderAccumulation, methodContext, tinyVit } from './accumulation.js';
 
 const SMALL = { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 6, freezeLastLayerEpochs: 0, maskProbability: 1, maskRatio: 0.5, maskRatioVariation: 0 };
-
-const tinyVit = (rng: Rng) => new VisionTransformer({ embedDim: 16, depth: 1, numHeads: 2, mlpRatio: 2, patchSize: 4 }, { inChannels: 1, imageSize: 8, rng });
 
 function context(args: MethodArgs = {}): MethodContext {
   return { ...methodContext('dinov2', { ...SMALL, ...args }), createBackbone: tinyVit };

@@ -17,11 +17,9 @@ import { blockMasks } from '../../src/methods/block-masking.js';
 import { IBOT } from '../../src/methods/ibot.js';
 import { resolveMethodArgs } from '../../src/methods/registry.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
-import { batchOf, methodContext, N, runStep, worstDifference } from './accumulation.js';
+import { batchOf, methodContext, N, runStep, worstDifference, tinyVit } from './accumulation.js';
 
 const SMALL = { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 6, freezeLastLayerEpochs: 0, maskProbability: 1, maskRatio: 0.5, maskRatioVariation: 0 };
-
-const tinyVit = (rng: Rng) => new VisionTransformer({ embedDim: 16, depth: 1, numHeads: 2, mlpRatio: 2, patchSize: 4 }, { inChannels: 1, imageSize: 8, rng });
 
 function context(args: MethodArgs = {}): MethodContext {
   return { ...methodContext('ibot', { ...SMALL, ...args }), createBackbone: tinyVit };

@@ -7,7 +7,6 @@
  */
 import { strict as assert } from 'node:assert';
 import { createBackbone } from '../../src/backbones/index.js';
-import { VisionTransformer } from '../../src/backbones/vit.js';
 import { initEngine } from '../../src/core/engine.js';
 import { BatchNorm, GELU, Linear } from '../../src/core/layers.js';
 import { Rng } from '../../src/core/random.js';
@@ -18,10 +17,9 @@ import { randomMasks } from '../../src/methods/mae-masking.js';
 import { MSN } from '../../src/methods/msn.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
-import { EMA_BASE_TAU, emaUnderAccumulation, methodContext } from './accumulation.js';
+import { EMA_BASE_TAU, emaUnderAccumulation, methodContext, tinyVit } from './accumulation.js';
 
 /** A ViT of one block, 16 wide, on 8 x 8 grayscale images in 4 px patches (4 patches, 3 kept at mask ratio 0.25). */
-const tinyVit = (rng: Rng) => new VisionTransformer({ embedDim: 16, depth: 1, numHeads: 2, mlpRatio: 2, patchSize: 4 }, { inChannels: 1, imageSize: 8, rng });
 
 /** The small head and masks of these tests: 8-4, 5 prototypes, 1 of 4 patches masked. */
 const SMALL = { projHiddenDim: 8, projOutputDim: 4, numPrototypes: 5, maskRatio: 0.25 };

@@ -1,7 +1,7 @@
 /**
  * Slow tier: `ssl-train verify --backend webgpu --engine-against cpu` for every method of the
  * registry (the WebGPU engine on SwiftShader here, tests/helpers/webgpu.ts), on small shapes
- * (mlp on 16x16 synthetic images, or vit_tiny for MAE; batch 8; 2 steps; small heads; queues
+ * (mlp on 16x16 synthetic images, or vit_micro for the ViT methods, tests/helpers/vit-micro.ts; batch 8; 2 steps; small heads; queues
  * of 16 rows), in one process in turn: the same initial state, and every step's loss,
  * gradients, parameters, buffers and queues within the round-off bound of verify. And plain
  * `verify --backend webgpu` (one rank against the one-process reference, both on webgpu).
@@ -10,6 +10,7 @@ import { strict as assert } from 'node:assert';
 import { BUILT_IN_METHODS } from '../../src/methods/registry.js';
 import { runCliBatch, type CliBatchResult } from '../distributed/cli-batch.js';
 import { SMALL_PROJECTOR } from '../helpers/run.js';
+import { VIT_MICRO } from '../helpers/vit-micro.js';
 import { webgpuEnv } from '../helpers/webgpu.js';
 
 const ARG = (...pairs: string[]) => pairs.flatMap((p) => ['--method-arg', p]);
@@ -40,35 +41,25 @@ const ARGS: Record<string, string[]> = {
   deepclusterv2: [...SMALL_PROJECTOR, ...ARG('numPrototypes=8'), '--synthetic-size', '16'],
   swav: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=30', 'queueSize=16', 'epochQueueStarts=0', 'freezePrototypesEpochs=0')],
   dino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=64', 'freezeLastLayerEpochs=0', 'clipGrad=0.3')],
-  mae: ['--backbone', 'vit_tiny', ...ARG('decoderEmbedDim=32', 'decoderDepth=1', 'decoderNumHeads=4')],
+  mae: ['--backbone', VIT_MICRO, ...ARG('decoderEmbedDim=32', 'decoderDepth=1', 'decoderNumHeads=4')],
   fastsiam: HEADS,
   tico: SMALL_PROJECTOR,
   mmcr: SMALL_PROJECTOR,
   simdino: [...GLOBAL_CROPS, ...ARG('projHiddenDim=32', 'projOutputDim=16')],
   lejepa: ['--crops', '4x16:0.2-1', ...ARG('projHiddenDim=32', 'projOutputDim=8', 'numSlices=16')],
-  ijepa: ['--backbone', 'vit_tiny', ...ARG('predictorEmbedDim=12', 'predictorDepth=1', 'contextPatches=4')],
-  msn: ['--backbone', 'vit_tiny', '--crops', '2x16:0.3-1', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=20')],
+  ijepa: ['--backbone', VIT_MICRO, ...ARG('predictorEmbedDim=12', 'predictorDepth=1', 'contextPatches=4')],
+  msn: ['--backbone', VIT_MICRO, '--crops', '2x16:0.3-1', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=20')],
   vicregl: [
     '--backbone',
     'tiny_resnet',
     ...GLOBAL_CROPS,
     ...ARG('projHiddenDim=32', 'projOutputDim=16', 'mapsHiddenDim=16', 'mapsOutputDim=8', 'matchesThere=6', 'matchesBack=2'),
   ],
-  ibot: ['--backbone', 'vit_tiny', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1')],
-  dinov2: ['--backbone', 'vit_tiny', ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1')],
+  ibot: ['--backbone', VIT_MICRO, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1')],
+  dinov2: ['--backbone', VIT_MICRO, ...ARG('projHiddenDim=32', 'projOutputDim=16', 'numPrototypes=32', 'freezeLastLayerEpochs=0', 'maskProbability=1')],
 };
 
-/**
- * Four ViT methods whose WebGPU steps take about a minute or more each on SwiftShader and whose kernels the
- * others run (iBOT: DINO's head and centres on MAE's ViT; MSN: SwAV's Sinkhorn-Knopp and DINO's
- * softmax targets on a ViT; DINOv2: iBOT's masked ViT pass, Sinkhorn-Knopp and KoLeo's gather;
- * I-JEPA: MAE's ViT and a smooth-L1, whose WebGPU steps the browser test checks against Node's
- * too) run with `ENGINE_AGAINST=all`, with every other method.
- */
-const SLOW_COVERED = ['ibot', 'msn', 'dinov2', 'ijepa'];
-const METHODS = process.env.ENGINE_AGAINST === 'all' ? BUILT_IN_METHODS : BUILT_IN_METHODS.filter((m) => !SLOW_COVERED.includes(m));
-
-describe(`verify --engine-against: ${METHODS === BUILT_IN_METHODS ? 'every method' : `every method but ${SLOW_COVERED.join(', ')} (ENGINE_AGAINST=all)`} on webgpu against cpu (small shapes, 2 steps)`, function () {
+describe('verify --engine-against: every method on webgpu against cpu (small shapes, 2 steps)', function () {
   this.timeout(1_200_000);
   let runs = new Map<string, CliBatchResult>();
 
@@ -76,7 +67,7 @@ describe(`verify --engine-against: ${METHODS === BUILT_IN_METHODS ? 'every metho
   // WebGPU start-up and shader compilation cost more than its two small steps.
   before(async () => {
     const entries: Record<string, string[]> = { 'one-rank': ['verify', '--backend', 'webgpu', ...SMALL, '--method', 'simclr', ...SMALL_PROJECTOR] };
-    for (const method of METHODS) entries[method] = [...BASE, '--method', method, ...(ARGS[method] ?? SMALL_PROJECTOR)];
+    for (const method of BUILT_IN_METHODS) entries[method] = [...BASE, '--method', method, ...(ARGS[method] ?? SMALL_PROJECTOR)];
     const started = Date.now();
     runs = await runCliBatch(1, entries, 1_100_000, webgpuEnv());
     console.log(`      ${runs.size} verify runs in one process: ${((Date.now() - started) / 1000).toFixed(0)} s`);
@@ -103,7 +94,7 @@ describe(`verify --engine-against: ${METHODS === BUILT_IN_METHODS ? 'every metho
     assertPassed('one-rank', /^verify simclr: 1 rank\(s\) vs one process on the same global batch$/m);
   });
 
-  for (const method of METHODS) {
+  for (const method of BUILT_IN_METHODS) {
     it(`${method}: passes`, () => assertPassed(method, new RegExp(`^verify ${method}: engine webgpu against cpu on the same steps`, 'm')));
   }
 });

@@ -4,7 +4,8 @@
  * the launcher sets them; none for a one-process batch), and every rank runs the same command
  * lines in order through the CLI's own `main`, each over its own rendezvous
  * (`file://<dir>/<id>`), so each is the `ssl-train` run a launcher's worker would make, without
- * starting W processes per run. Loads the negative-control methods of tests/methods first.
+ * starting W processes per run. Loads the negative-control methods of tests/methods and the
+ * small test ViT `vit_micro` (tests/helpers/vit-micro.ts) first.
  *
  * argv: `<spec.json> ` with spec `{ dir, entries: [{ id, argv }] }`. Around each entry it writes
  * `@@begin <id>` and `@@end <id> <exit code>` lines to stdout and stderr.
@@ -17,6 +18,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import * as backbones from '../../../src/backbones/index.js';
 import { main } from '../../../src/cli/main.js';
 import { RENDEZVOUS_ENV } from '../../../src/distributed/launcher.js';
 import '../../methods/all4one-local-queue.js';
@@ -32,12 +34,15 @@ import '../../methods/vicregl-local.js';
 import '../../methods/ibot-local-patch-centre.js';
 import '../../methods/dinov2-local.js';
 import '../../methods/simclr-local-slice-gather.js';
+import { registerVitMicro } from '../../helpers/vit-micro.js';
 
 /** What one batch runs. */
 export interface CliBatchSpec {
   dir: string;
   entries: Array<{ id: string; argv: string[] }>;
 }
+
+registerVitMicro(backbones);
 
 const rank = Number(process.env.RANK ?? 0);
 const worldSize = Number(process.env.WORLD_SIZE ?? 1);
