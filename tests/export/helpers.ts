@@ -1,3 +1,4 @@
+import { strict as assert } from 'node:assert';
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,7 +11,7 @@ import { BatchNorm, GroupNorm, LayerNorm, type NormKind } from '../../src/core/l
 import { Rng } from '../../src/core/random.js';
 import { tf } from '../../src/core/tf.js';
 import { writeExport } from '../../src/export/write.js';
-import type { ExportFormat } from '../../src/export/spec.js';
+import { EXPORT_FORMATS, type ExportFormat } from '../../src/export/spec.js';
 import type { Layer } from '../../src/core/module.js';
 
 /** Exported features must equal ssl-zoo's to this, relative to the largest feature magnitude. */
@@ -186,4 +187,30 @@ export async function runTfjs(dir: string, x: tf.Tensor4D): Promise<Float32Array
   } finally {
     await server.close();
   }
+}
+
+/**
+ * Exports `c`'s backbone (seeded with `seed`) in every format under `root` and asserts that each
+ * export's features equal ssl-zoo's eval-mode ones within {@link TOLERANCE}; returns the largest
+ * difference per format, as lines to print.
+ */
+export async function checkExportCase(c: Case, seed: number, root: string): Promise<string[]> {
+  const backbone = makeBackbone(c, seed);
+  const x = images(c);
+  const measured: string[] = [];
+  try {
+    const [expected] = reference(backbone, x, c.inChannels);
+    for (const format of EXPORT_FORMATS) {
+      const dir = join(root, `case-${seed}-${format}`);
+      exportCase(c, backbone, format, dir);
+      const [actual] = format === 'tfjs' ? await runTfjs(dir, x) : await runOnnx(dir, x);
+      const diff = relativeDiff(expected!, actual!);
+      measured.push(`${label(c)} ${format}: max relative difference ${diff.toExponential(2)}`);
+      assert.ok(diff <= TOLERANCE, `${format}: features differ by ${diff} (relative to the largest feature) > ${TOLERANCE}`);
+    }
+  } finally {
+    backbone.dispose();
+    x.dispose();
+  }
+  return measured;
 }
