@@ -13,6 +13,9 @@ import { ClusterMemory } from '../methods/cluster-memory.js';
 import { DecisionRecorder, type DecisionCall } from '../methods/decisions.js';
 import { roundoffBound } from './roundoff.js';
 
+/** What the comparison reads of a decision call a round-off twin made while replaying. */
+export type ReplayedCall = Pick<DecisionCall, 'batchRows' | 'rows' | 'k' | 'usedScores'>;
+
 /** At most this many differing decisions are listed per step (the count and the largest margin cover all). */
 const LISTED_SWITCHES = 20;
 
@@ -110,7 +113,7 @@ export function gatherDecisions(calls: DecisionCall[], group: ProcessGroup): Dec
 }
 
 /** The sample order of each batch call (`orders[m]` for the calls of micro-batch m, the batch calls split evenly); none for bank rows. */
-function callOrders(calls: DecisionCall[], orders: Int32Array[]): Array<Int32Array | undefined> {
+function callOrders(calls: Array<Pick<DecisionCall, 'batchRows'>>, orders: Int32Array[]): Array<Int32Array | undefined> {
   const batchCalls = calls.filter((c) => c.batchRows).length;
   const perBatch = batchCalls / Math.max(orders.length, 1);
   let seen = 0;
@@ -135,7 +138,7 @@ export function replayOf(ranks: DecisionCall[], orders?: Int32Array[]): Array<{ 
 }
 
 /** Whether `a` and `b` are the same calls in number and shape. */
-function sameCalls(a: DecisionCall[], b: DecisionCall[]): boolean {
+function sameCalls(a: Array<Pick<DecisionCall, 'rows' | 'k'>>, b: Array<Pick<DecisionCall, 'rows' | 'k'>>): boolean {
   return a.length === b.length && a.every((c, i) => c.rows === b[i]!.rows && c.k === b[i]!.k);
 }
 
@@ -148,7 +151,7 @@ function sameCalls(a: DecisionCall[], b: DecisionCall[]): boolean {
 export function compareDecisions(
   ranks: DecisionCall[],
   reference: DecisionCall[],
-  twins: Array<{ calls: DecisionCall[]; orders: Int32Array[] }>,
+  twins: Array<{ calls: ReplayedCall[]; orders: Int32Array[] }>,
   factor: number,
   tolerance: number,
   matched: boolean,

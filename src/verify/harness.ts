@@ -16,8 +16,9 @@ import { prepareExperiment } from '../experiment/experiment.js';
 import { checkGradCache, engineRequest, localBatchSize } from '../experiment/train.js';
 import { boundRatio, gradientDifference, largestPairDifference, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
 import {
+  loadRunState,
   perturbState,
-  resumeFrom,
+  runState,
   splitQueues,
   stateArrays,
   step,
@@ -31,6 +32,8 @@ import {
   type TaskRun,
 } from './steps.js';
 import { writeNpy } from '../core/npy.js';
+import type { DecisionCall } from '../methods/decisions.js';
+import { collectOnRankZero, runsOfRank, shareRunState, type OneProcessOut } from './one-process.js';
 import { attachRecorder, compareDecisions, decisionVerdict, formatDecisions, gatherDecisions, replayOf, type StepDecisions } from './decisions.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -82,10 +85,10 @@ export interface VerifyOptions {
 
 /**
  * The collective timeout of `verify`'s W-rank run for `--timeout` seconds: after each step
- * rank 0 also runs the one-process reference and its {@link ROUNDOFF_TWINS} twins on the
- * whole global batch while the other ranks wait in the next step's first collective, so
- * they may wait that many full-batch steps more than in training (MAE with all defaults:
- * about 6 minutes on 2 cores, beyond the 300 s default).
+ * the ranks run the one-process reference and its {@link ROUNDOFF_TWINS} twins on the whole
+ * global batch (src/verify/one-process.ts: ceil(5 / W) each), and a rank with fewer runs waits
+ * in the next collective for the others, so ranks may wait that many full-batch steps more
+ * than in training (MAE with all defaults: minutes on 2 cores, beyond the 300 s default).
  */
 export function verifyTimeoutMs(timeoutSec: number): number {
   return timeoutSec * 1000 * (2 + ROUNDOFF_TWINS);
@@ -104,18 +107,20 @@ interface OneProcessRun extends TaskRun {
 /**
  * `ssl-train verify`: trains `steps` optimizer steps with W ranks (this process is one of
  * them; the strategy `--strategy auto` selects: DDP over several ranks, the single-device
- * strategy over one) and, on rank 0, with one process on the same global batches, and
- * compares the loss, the gradients the optimizer applies, and the parameters and buffers
- * after each step. Rank 0 also runs {@link ROUNDOFF_TWINS} one-process twins on the same
- * batches in another sample order, to measure how far two correct float32 runs of this model
- * drift apart; each W-rank difference must stay within `roundoffFactor` times the largest
- * difference of its kind and step between any two of the reference and its twins, or within `tolerance` (src/verify/roundoff.ts
- * explains why). Every run steps through the trainer's step sequence (src/trainer/step.ts:
- * hooks, scheduler, sync, adjustment, update) with the method's schedule spanning the `steps`
- * compared and no warmup: the full learning rate at the first step, so parameter differences
- * show, then its cosine decay (and a `weightDecayEnd` schedule) as the trainer applies it.
- * Every result is read back asynchronously, so it runs on every engine (`--backend webgpu`
- * with one rank). Rank 0 returns the result; other ranks return undefined.
+ * strategy over one) and with one process on the same global batches, and compares the loss,
+ * the gradients the optimizer applies, and the parameters and buffers after each step. Beside
+ * the one-process reference, {@link ROUNDOFF_TWINS} one-process twins take each step on the
+ * same batches in another sample order, to measure how far two correct float32 runs of this
+ * model drift apart; each W-rank difference must stay within `roundoffFactor` times the
+ * largest difference of its kind and step between any two of the reference and its twins, or
+ * within `tolerance` (src/verify/roundoff.ts explains why). The reference and the twins are
+ * spread over the ranks, each starting from rank 0's state, and rank 0 compares
+ * (src/verify/one-process.ts). Every run steps through the trainer's step sequence
+ * (src/trainer/step.ts: hooks, scheduler, sync, adjustment, update) with the method's schedule
+ * spanning the `steps` compared and no warmup: the full learning rate at the first step, so
+ * parameter differences show, then its cosine decay (and a `weightDecayEnd` schedule) as the
+ * trainer applies it. Every result is read back asynchronously, so it runs on every engine
+ * (`--backend webgpu` with one rank). Rank 0 returns the result; other ranks return undefined.
  */
 export async function runVerify(config: TrainConfig, options: VerifyOptions, worker?: WorkerEnv): Promise<VerifyResult | undefined> {
   const { steps, tolerance, roundoffFactor } = options;
@@ -135,7 +140,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
     new MultiViewLoader({ dataset: experiment.train, views: experiment.views, batchSize, sampler, seed: config.seed, dropLast: true, workers: 0 });
   // The one-process runs take the whole global batch, W times a rank's: their transformer blocks
   // recompute activations in the backward pass (same gradients, bit for bit: core/checkpoint.ts),
-  // so that rank 0 does not hold a global batch's activations beside the other ranks' local ones.
+  // so that a rank does not hold a global batch's activations beside its local batch's.
   const oneProcessRun = (): OneProcessRun => {
     const method = experiment.createMethod();
     setGradCheckpointing(method, true);
@@ -152,56 +157,62 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   const ddpRun = taskRun(ddpTask, strategy, schedule);
   const ddpLoader = loaderFor(localBatch, strategy.sampler({ length: experiment.train.length, seed: config.seed, localBatch, dropLast: true }));
 
-  const reference = group.rank === 0 ? oneProcessRun() : undefined;
-  const twins = reference ? Array.from({ length: ROUNDOFF_TWINS }, oneProcessRun) : [];
+  // This rank's one-process runs (src/verify/one-process.ts): one model, stepped once per run.
+  const myRuns = runsOfRank(group.rank, worldSize);
+  const one = myRuns.length > 0 ? oneProcessRun() : undefined;
   // Every run records its decisions; the one-process runs replay the W-rank run's (src/verify/decisions.ts).
-  const [ddpDecisions, refDecisions, ...twinDecisions] = [distributed, ...(reference ? [reference.method] : []), ...twins.map((t) => t.method)].map(
-    attachRecorder,
-  );
-  const referenceLoader = reference ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
+  const ddpDecisions = attachRecorder(distributed);
+  const oneDecisions = one && attachRecorder(one.method);
+  const referenceLoader = one ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
   const perEpoch = ddpLoader.numBatches();
   const accumulate = config.accumulateGradBatches;
   const results: VerifyStep[] = [];
   try {
-    const initialState = reference ? await stateArrays(reference.method) : {};
-    // The W-rank state before the current step: each step of the one-process runs starts from it.
-    let before = { one: initialState, ranks: reference ? await stateArrays(distributed) : {} };
+    const initialState = group.rank === 0 ? await stateArrays(one!.method) : {};
+    // For --dump: the one-process runs' and the W-rank run's state before the current step.
+    let before = { one: initialState, ranks: group.rank === 0 && options.dump ? await stateArrays(distributed) : {} };
     for (let s = 0; s < steps; s++) {
       const atStart = stepStart(s, accumulate, perEpoch, steps);
-      // Every step is compared from the same start: the reference and its twins resume from the
-      // W-rank run's state (model and optimizer), each twin's then moved by one ulp. So a step's
+      // Every step is compared from the same start: the reference and its twins start from rank 0's
+      // W-rank state (model and optimizer), each twin's then moved by one ulp. So a step's
       // differences are that step's own, not earlier steps' round-off carried along and grown
       // at the learning rate (src/verify/roundoff.ts).
-      if (reference) await resumeFrom(ddpRun, reference);
-      for (const [t, twin] of twins.entries()) {
-        await resumeFrom(ddpRun, twin);
-        await perturbState(twin.method, s * ROUNDOFF_TWINS + t + 1);
-      }
+      const start = shareRunState(group.rank === 0 ? await runState(ddpRun) : undefined, group);
       const ddpOut = await step(ddpRun, await stepBatches(ddpLoader, s, accumulate, perEpoch), atStart);
-      const ranksCalls = gatherDecisions(await ddpDecisions!.takeStep(), group);
-      if (!reference || !referenceLoader || !refDecisions) continue;
-      const batches = await stepBatches(referenceLoader, s, accumulate, perEpoch);
-      const withState = async (r: OneProcessRun, out: StepResult) => ({ ...out, state: await stateArrays(r.method) });
-      refDecisions.replayNext(replayOf(ranksCalls));
-      const refOut = await withState(reference, await step(reference, batches, atStart));
-      let matched = !refDecisions.unmatched;
-      const refCalls = await refDecisions.takeStep();
-      const twinOuts: Array<Awaited<ReturnType<typeof withState>>> = [];
-      const twinCalls: Array<{ calls: Awaited<ReturnType<typeof refDecisions.takeStep>>; orders: Int32Array[] }> = [];
-      for (const [t, twin] of twins.entries()) {
-        const key = (j: number) => twinKey(s, t, j, ROUNDOFF_TWINS, accumulate);
-        let orders: Int32Array[] = [];
-        const replay = (o: Int32Array[]) => twinDecisions[t]!.replayNext(replayOf(ranksCalls, (orders = o)));
-        twinOuts.push(await withState(twin, await twinStep(twin, twin.method, batches, atStart, key, replay)));
-        matched &&= !twinDecisions[t]!.unmatched;
-        twinCalls.push({ calls: await twinDecisions[t]!.takeStep(), orders });
+      const ranksCalls = gatherDecisions(await ddpDecisions.takeStep(), group);
+      const mine = new Map<number, OneProcessOut>();
+      let refCalls: DecisionCall[] = [];
+      let batches: MultiViewBatch[] = [];
+      if (one && referenceLoader && oneDecisions) {
+        batches = await stepBatches(referenceLoader, s, accumulate, perEpoch);
+        for (const j of myRuns) {
+          loadRunState(start, one);
+          let orders: Int32Array[] = [];
+          let out: StepResult;
+          if (j === 0) {
+            oneDecisions.replayNext(replayOf(ranksCalls));
+            out = await step(one, batches, atStart);
+          } else {
+            const t = j - 1;
+            await perturbState(one.method, s * ROUNDOFF_TWINS + t + 1);
+            const replay = (o: Int32Array[]) => oneDecisions.replayNext(replayOf(ranksCalls, (orders = o)));
+            out = await twinStep(one, one.method, batches, atStart, (m) => twinKey(s, t, m, ROUNDOFF_TWINS, accumulate), replay);
+          }
+          const unmatched = oneDecisions.unmatched;
+          const calls = await oneDecisions.takeStep();
+          if (j === 0) refCalls = calls;
+          mine.set(j, { ...out, state: await stateArrays(one.method), calls, orders, unmatched });
+        }
       }
-      const decisions = compareDecisions(ranksCalls, refCalls, twinCalls, roundoffFactor, tolerance, matched);
+      const outs = collectOnRankZero(mine, group);
+      if (!outs) continue;
+      const [refOut, ...twinOuts] = outs as [OneProcessOut, ...OneProcessOut[]];
+      const matched = outs.every((o) => !o.unmatched);
+      const decisions = compareDecisions(ranksCalls, refCalls, twinOuts, roundoffFactor, tolerance, matched);
       const ranksAfter = await stateArrays(distributed);
-      if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, reference.method, decisions);
+      if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, one!.method, decisions);
       // The round-off: the largest difference between any two of the reference and its twins.
-      const outs = [refOut, ...twinOuts];
-      const split = (state: StateArrays) => splitQueues(reference.method, state);
+      const split = (state: StateArrays) => splitQueues(one!.method, state);
       const [refState, startState, ranksState] = [split(refOut.state), split(initialState), split(ranksAfter)];
       const states = outs.map((o) => split(o.state));
       const lossRoundoff = largestPairDifference(outs, (a, b) => scalarDifference(a.loss, b.loss));
@@ -225,21 +236,20 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         queues: queues && { value: queues.value, bound: roundoffBound(queuesRoundoff, roundoffFactor, tolerance), tensor: queues.tensor },
         decisions,
       });
-      before = { one: ranksAfter, ranks: ranksAfter };
+      if (options.dump) before = { one: ranksAfter, ranks: ranksAfter };
     }
   } finally {
     await ddpLoader.close();
     await referenceLoader?.close();
-    for (const d of [ddpDecisions, refDecisions, ...twinDecisions]) d?.dispose();
-    for (const r of [reference, ...twins]) {
-      r?.optimizer.dispose();
-      r?.method.dispose();
-    }
+    ddpDecisions.dispose();
+    oneDecisions?.dispose();
+    one?.optimizer.dispose();
+    one?.method.dispose();
     ddpRun.optimizer.dispose();
     distributed.dispose();
     group.close();
   }
-  if (!reference) return undefined;
+  if (group.rank !== 0) return undefined;
   const worst = Math.max(
     ...results.map((r) =>
       Math.max(

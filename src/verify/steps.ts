@@ -76,30 +76,48 @@ export async function stateArrays(method: BaseMethod): Promise<StateArrays> {
   return Object.fromEntries(entries.map(([name], i) => [name, (values[i] as Float32Array | Int32Array).slice()]));
 }
 
-/**
- * Copies of `tensors` in buffers of their own: read back, copied (on the CPU engines `data()`
- * can return the backend's own array, which in-place kernels write) and uploaded again.
- */
-async function ownCopies(tensors: Record<string, Tensor>): Promise<Record<string, Tensor>> {
+/** A tensor read back: its values (flattened) and shape. */
+export interface HostTensor {
+  values: Float32Array | Int32Array;
+  shape: number[];
+}
+
+/** A run's model and optimizer state (a checkpoint's worth) in this process's memory: tensors by name, the optimizer's metadata. */
+export interface RunState {
+  model: Record<string, HostTensor>;
+  slots: Record<string, HostTensor>;
+  /** The optimizer's metadata (JSON-serialisable: type, iterations, groups, step counts). */
+  meta: unknown;
+}
+
+async function hostTensors(tensors: Record<string, Tensor>): Promise<Record<string, HostTensor>> {
   const entries = Object.entries(tensors);
   const values = await Promise.all(entries.map(([, t]) => t.data()));
-  return Object.fromEntries(entries.map(([name, t], i) => [name, tf.tensor((values[i] as Float32Array | Int32Array).slice(), t.shape, t.dtype)]));
+  return Object.fromEntries(entries.map(([name, t], i) => [name, { values: (values[i] as Float32Array | Int32Array).slice(), shape: t.shape }]));
+}
+
+/** `run`'s model and optimizer state (parameters, buffers, queues, centres, optimizer slots and step counts), read back. */
+export async function runState(run: TaskRun): Promise<RunState> {
+  const optimizer = run.optimizer.stateDict();
+  return { model: await hostTensors(run.task.model.stateDict()), slots: await hostTensors(optimizer.tensors), meta: optimizer.meta };
 }
 
 /**
- * Puts `from`'s model and optimizer state (a checkpoint's worth: parameters, buffers, queues,
- * centres, optimizer slots and step counts) into `to`, a run of another instance of the same
- * method, so that `to`'s next step starts where `from`'s does. The values are copied into
- * buffers of `to`'s own: a variable's `assign` shares its source's buffer, and `from`'s
- * in-place updates (the native engine's scatter writes of queues and banks) must not reach `to`.
+ * Puts `state` (of another instance of the same method, or of this one earlier) into `to`, so
+ * that `to`'s next step starts there. Each value is copied into a buffer of `to`'s own: a
+ * variable's `assign` shares its source's buffer, and `to`'s in-place updates (the native
+ * engine's scatter writes of queues and banks) must not reach `state`, which may be loaded again.
  */
-export async function resumeFrom(from: TaskRun, to: TaskRun): Promise<void> {
-  const model = await ownCopies(from.task.model.stateDict());
-  const optimizer = from.optimizer.stateDict();
-  const slots = await ownCopies(optimizer.tensors);
+export function loadRunState(state: RunState, to: TaskRun): void {
+  const upload = (tensors: Record<string, HostTensor>) =>
+    Object.fromEntries(
+      Object.entries(tensors).map(([name, { values, shape }]) => [name, tf.tensor(values.slice(), shape, values instanceof Int32Array ? 'int32' : 'float32')]),
+    );
+  const model = upload(state.model);
+  const slots = upload(state.slots);
   try {
     to.task.model.loadStateDict(model);
-    to.optimizer.loadStateDict({ tensors: slots, meta: optimizer.meta });
+    to.optimizer.loadStateDict({ tensors: slots, meta: state.meta });
   } finally {
     tf.dispose([...Object.values(model), ...Object.values(slots)]);
   }

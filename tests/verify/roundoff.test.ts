@@ -113,8 +113,8 @@ describe('verify: the round-off of five correct computations', () => {
 });
 
 describe('verify: the W-rank collective timeout', () => {
-  it("covers rank 0's one-process reference and twins, which the other ranks wait for in a collective", () => {
-    // Each step, rank 0 runs its own W-rank step, then 1 + ROUNDOFF_TWINS one-process steps on the global batch.
+  it('covers the one-process reference and twins a rank runs while the others wait for it in a collective', () => {
+    // Each step, a rank runs its own W-rank step, then up to 1 + ROUNDOFF_TWINS one-process steps on the global batch.
     assert.equal(verifyTimeoutMs(300), 300_000 * (2 + ROUNDOFF_TWINS));
   });
 });

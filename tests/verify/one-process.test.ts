@@ -1,0 +1,89 @@
+/**
+ * verify's one-process runs spread over the ranks (src/verify/one-process.ts): the message
+ * format carries every bit, every run has one owner, and where the runs take place does not
+ * change a single bit of what verify measures.
+ */
+import { strict as assert } from 'node:assert';
+import { packMessage, unpackMessage } from '../../src/verify/messages.js';
+import { ONE_PROCESS_RUNS, runsOfRank } from '../../src/verify/one-process.js';
+import { runCli } from '../helpers/run.js';
+
+describe('verify: one-process runs over the ranks', function () {
+  this.timeout(120_000);
+
+  it('packMessage / unpackMessage carry the header and every bit of float32 and int32 arrays (NaN payloads, -0, int32s whose bits are NaNs)', () => {
+    const nanPayload = new Float32Array(new Uint32Array([0x7fc01234]).buffer)[0]!;
+    const floats = Float32Array.of(1.5, -0, Infinity, -Infinity, nanPayload, 1e-45, 3.4028234663852886e38);
+    const ints = Int32Array.of(-1, 0x7fc01234, -2147483648, 2147483647, 0);
+    const header = { name: 'é, a header of odd byte length', n: 3, nested: [1, { k: true }] };
+    const { header: back, arrays } = unpackMessage<typeof header>(packMessage(header, [floats, new Float32Array(0), ints]));
+    assert.deepEqual(back, header);
+    assert.equal(arrays.length, 3);
+    assert.ok(arrays[0] instanceof Float32Array && arrays[2] instanceof Int32Array);
+    assert.deepEqual(new Uint32Array(arrays[0].buffer, arrays[0].byteOffset, arrays[0].length), new Uint32Array(floats.buffer));
+    assert.equal(arrays[1]!.length, 0);
+    assert.deepEqual(Array.from(arrays[2]), Array.from(ints));
+  });
+
+  it('runsOfRank gives each of the reference and its twins one rank, the reference rank 0, and no rank more than ceil(runs / W)', () => {
+    for (let W = 1; W <= 7; W++) {
+      const owned = Array.from({ length: W }, (_, r) => runsOfRank(r, W));
+      assert.deepEqual(
+        owned.flat().sort(),
+        Array.from({ length: ONE_PROCESS_RUNS }, (_, j) => j),
+      );
+      assert.ok(owned[0]!.includes(0));
+      assert.ok(owned.every((runs) => runs.length <= Math.ceil(ONE_PROCESS_RUNS / W)));
+    }
+  });
+
+  it("step 1's bounds (the reference's and its twins' spread) are the same on 1, 2 and 3 ranks (to the printed digits), the runs owned by different ranks", () => {
+    // SwAV with its queue from the first step: float and int32 state (bank, pointer) travel too.
+    // At step 1 every one-process run starts from the initial state whatever W is, so its
+    // results may not depend on which rank ran them. One thread per rank on every W.
+    const args = [
+      'verify',
+      '--method',
+      'swav',
+      '--backbone',
+      'mlp',
+      '--dataset',
+      'synthetic',
+      '--image-size',
+      '8',
+      '--synthetic-size',
+      '48',
+      '--batch-size',
+      '12',
+      '--workers',
+      '0',
+      '--val-every',
+      '0',
+      '--steps',
+      '1',
+      '--crops',
+      '2x8:0.2-1',
+      '--tolerance',
+      '1e-30',
+      ...['projHiddenDim=16', 'projOutputDim=8', 'numPrototypes=10', 'queueSize=24', 'epochQueueStarts=0', 'freezePrototypesEpochs=0'].flatMap((a) => [
+        '--method-arg',
+        a,
+      ]),
+    ];
+    const bounds = [1, 2, 3].map((W) => {
+      const { stdout, stderr } = runCli([...args, '--devices', String(W)], 100_000, { SSL_ZOO_NUM_THREADS: '1' });
+      const row = stdout.split('\n').find((l) => l.startsWith('1 '));
+      assert.ok(row, `W=${W}: no step-1 row\n${stdout}${stderr}`);
+      // The cells are `difference / bound`; keep the bounds (loss, gradients, parameters, queues).
+      const cells = [...row.matchAll(/\S+ \/ (\S+)/g)].map((m) => m[1]!);
+      assert.equal(cells.length, 4, `W=${W}: ${row}`);
+      return cells;
+    });
+    assert.ok(
+      bounds[0]!.some((b) => Number(b) > 1e-20),
+      `the bounds are measured, not the floor: ${bounds[0]}`,
+    );
+    assert.deepEqual(bounds[1], bounds[0]);
+    assert.deepEqual(bounds[2], bounds[0]);
+  });
+});
