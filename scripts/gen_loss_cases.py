@@ -480,6 +480,22 @@ def vicregl_nn(inp, cand, k):
     return pick(inp, kept), pick(cand, nn_kept)
 
 
+def vicregl_nn_on_location(inp_at, cand_at, inp, cand, k):
+    """VICRegL's neirest_neighbores_on_location: the same selection by the squared distance of the positions
+    [B, L, 2] (exact in float64: ties go to the lower candidate, then the lower input location)."""
+    b, l, _ = inp.shape
+    k = min(k, l)
+    with torch.no_grad():
+        d2 = ((inp_at[:, :, None, :] - cand_at[:, None, :, :]) ** 2).sum(-1)  # [B, L, L']
+        nn = torch.argmin(d2, dim=2)  # the first minimum
+        dist = torch.gather(d2, 2, nn.unsqueeze(-1)).squeeze(-1)
+        order = torch.sort(dist, dim=1, stable=True).indices[:, :k]
+        kept = torch.sort(order, dim=1).values
+        nn_kept = torch.gather(nn, 1, kept)
+    pick = lambda t, idx: torch.gather(t, 1, idx.unsqueeze(-1).expand(-1, -1, t.shape[2]))
+    return pick(inp, kept), pick(cand, nn_kept)
+
+
 def vicregl_matched(x, y, h, r, w):
     """VICRegL's _vicreg_loss on matched [N, M, C] pairs: MSE over rank r's rows; gather_center over the GLOBAL batch."""
     inv = F.mse_loss(local(x, r, w), local(y, r, w))
@@ -497,9 +513,11 @@ def vicregl_matched(x, y, h, r, w):
 
 
 def vicregl(t, h, r, w):
-    """VICRegL global_loss + local_loss (feature matching only, every pair counted): views 0, 1 global."""
+    """VICRegL global_loss + local_loss (feature matching, and location matching when the case has locations;
+    every pair counted): views 0, 1 global."""
     emb = numbered(t, "embedding")
     maps = numbered(t, "map")
+    at = numbered(t, "location")
     pairs = [(i, j) for i in range(2) for j in range(len(emb)) if j != i]
     inv = sum(F.mse_loss(local(emb[i], r, w), local(emb[j], r, w)) for i, j in pairs) / len(pairs)
     var, cov = 0, 0
@@ -511,10 +529,16 @@ def vicregl(t, h, r, w):
         cov = cov + off_diagonal(c).pow(2).sum() / e.shape[1]
     glob = h["invWeight"] * inv + h["varWeight"] * var / len(emb) + h["covWeight"] * cov / len(emb)
     loc = 0
+    k_there, k_back = int(h["matchesThere"]), int(h["matchesBack"])
+    every = int(h["l2AllMatches"]) == 1
     for i, j in pairs:
-        x1, y1 = vicregl_nn(maps[i], maps[j], int(h["matchesThere"]))
-        x2, y2 = vicregl_nn(maps[j], maps[i], int(h["matchesBack"]))
+        x1, y1 = vicregl_nn(maps[i], maps[j], maps[i].shape[1] if every else k_there)
+        x2, y2 = vicregl_nn(maps[j], maps[i], maps[j].shape[1] if every else k_back)
         loc = loc + (vicregl_matched(x1, y1, h, r, w) + vicregl_matched(x2, y2, h, r, w)) / 2
+        if at:
+            x1, y1 = vicregl_nn_on_location(at[i], at[j], maps[i], maps[j], k_there)
+            x2, y2 = vicregl_nn_on_location(at[j], at[i], maps[j], maps[i], k_back)
+            loc = loc + (vicregl_matched(x1, y1, h, r, w) + vicregl_matched(x2, y2, h, r, w)) / 2
     loc = loc / len(pairs)
     return h["alpha"] * glob + (1 - h["alpha"]) * loc, {}, {}
 
@@ -803,11 +827,13 @@ CONVENTIONS = {
     "MSN's distributed_sinkhorn over the GLOBAL batch, no gradient (prototypes included); cross-entropy mean over the anchor "
     "views of mean_i -sum q log p (rank r's rows); ME-MAX sum pbar log pbar + log K, pbar the mean anchor probability over "
     "every anchor view and the GLOBAL batch; loss = cross-entropy + meMaxWeight * ME-MAX",
-    "vicregl": "VICRegL global_loss + local_loss (main_vicregl.py) with feature (L2) matching only: views 0, 1 global, "
+    "vicregl": "VICRegL global_loss + local_loss (main_vicregl.py): views 0, 1 global, "
     "pairs (i < 2, j != i); global = invWeight * mean_pairs mse(e_i, e_j) (rank r's rows) + varWeight * mean_v mean "
     "relu(1 - sqrt(var + 1e-4)) + covWeight * mean_v sum offdiag(C_v)^2 / D over the GLOBAL batch; local = mean_pairs of "
     "(T(nn(m_i -> m_j, matchesThere)) + T(nn(m_j -> m_i, matchesBack))) / 2, nn: each location's nearest (cdist) location "
-    "of the same sample, the k closest kept in location order; T = _vicreg_loss: invWeight * mse (rank r's rows) + "
+    "of the same sample, the k closest kept in location order (every location when l2AllMatches = 1), plus, with inputs "
+    "location#, the same with the nearest by squared position distance (argmin: the first on ties; stable sort), always "
+    "matchesThere / matchesBack kept; T = _vicreg_loss: invWeight * mse (rank r's rows) + "
     "varWeight * (hinge_x + hinge_y) / 2 + covWeight * (cov_x + cov_y) / 2, per-location statistics over the GLOBAL "
     "batch (gather_center); loss = alpha * global + (1 - alpha) * local",
     "ibot": "bytedance/ibot iBOTLoss: t_q = softmax((teacher_q - centre) / teacherTemperature), tp_q = softmax((teacherPatch_q "
@@ -1091,7 +1117,7 @@ def make_inputs(name, g):
         out["target"] = entry(base + 0.3 * randn(g, N, D))
         out["prototypes"] = entry(torch.cat([base[:4] + 0.5 * randn(g, 4, D), randn(g, K - 4, D)]), None)
         return out, {}
-    if name == "vicregl":
+    if name.startswith("vicregl"):
         # 3 views (2 global, 1 local) of 12 samples: embeddings D = 8, maps of 3x3, 3x3 and 2x2 locations with C = 4.
         n, c = N, 4
         base = randn(g, n, D)
@@ -1100,6 +1126,21 @@ def make_inputs(name, g):
         out["map0"] = entry(grid + 0.5 * randn(g, n, 9, c))
         out["map1"] = entry(grid[:, torch.randperm(9, generator=g)] + 0.5 * randn(g, n, 9, c))
         out["map2"] = entry(grid[:, :4] + 0.7 * randn(g, n, 4, c))
+        if name == "vicregl":
+            # Each map's positions in a 32 x 32 source image: cell centres of a random crop box, mirrored when flipped
+            # (src/methods/vicregl.ts mapLocations).
+            for v, side in enumerate([3, 3, 2]):
+                at = torch.zeros(n, side * side, 2, dtype=torch.float64)
+                for s_ in range(n):
+                    hh, ww = (int(x) for x in torch.randint(8, 33, (2,), generator=g))
+                    top, left = int(torch.randint(0, 33 - hh, (1,), generator=g)), int(torch.randint(0, 33 - ww, (1,), generator=g))
+                    flipped = bool(torch.rand(1, generator=g) < 0.5)
+                    for rr in range(side):
+                        for cc in range(side):
+                            col = side - 1 - cc if flipped else cc
+                            at[s_, rr * side + cc, 0] = top + (rr + 0.5) * hh / side
+                            at[s_, rr * side + cc, 1] = left + (col + 0.5) * ww / side
+                out[f"location{v}"] = entry(at)
         return out, {}
     raise KeyError(name)
 
@@ -1135,7 +1176,8 @@ CASES = [
     ("lejepa", "lejepa", 34, {"sigregWeight": 0.02, "globalViews": 3, "tMax": 3.0, "knots": 17}),
     ("ijepa", "ijepa", 35, {"beta": 1.0, "mse": 0}),
     ("msn", "msn", 35, {"temperature": 0.1, "sharpenTemperature": 0.25, "sinkhornIterations": 3, "meMaxWeight": 1.0}),
-    ("vicregl", "vicregl", 36, {"alpha": 0.75, "invWeight": 25.0, "varWeight": 25.0, "covWeight": 1.0, "matchesThere": 5, "matchesBack": 3}),
+    ("vicregl", "vicregl", 36, {"alpha": 0.75, "invWeight": 25.0, "varWeight": 25.0, "covWeight": 1.0, "matchesThere": 5, "matchesBack": 3, "l2AllMatches": 1}),
+    ("vicregl-features", "vicregl", 36, {"alpha": 0.75, "invWeight": 25.0, "varWeight": 25.0, "covWeight": 1.0, "matchesThere": 5, "matchesBack": 3, "l2AllMatches": 0}),
     ("ibot", "ibot", 35, {"studentTemperature": 0.1, "teacherTemperature": 0.04, "teacherPatchTemperature": 0.07,
                           "centreMomentum": 0.9, "patchCentreMomentum": 0.9, "patchLossWeight": 1.0}),
     ("koleo", "koleo", 36, {"eps": 1e-8}),

@@ -3,8 +3,8 @@
  * The training page's augmentation worker: the trainer's keyed augmentation (`augmentBatch`,
  * bundled alone as augment.js, no tfjs) off the page's thread. Messages: `{ type: 'images',
  * source }` (the decoded pixels), `{ type: 'views', views, seed }` (a run's view recipe), and
- * `{ type: 'augment', id, indices, epoch }`, answered with `{ id, views }` (the buffers
- * transferred) or `{ id, error }`.
+ * `{ type: 'augment', id, indices, epoch }`, answered with `{ id, views, crops }` (the
+ * buffers transferred) or `{ id, error }`.
  */
 import { augmentBatch } from './augment.js';
 
@@ -16,10 +16,10 @@ self.onmessage = ({ data }) => {
   else if (data.type === 'views') recipe = { views: data.views, seed: data.seed };
   else if (data.type === 'augment') {
     try {
-      const views = augmentBatch(source, recipe.views, recipe.seed, data.epoch, data.indices);
+      const { views, crops } = augmentBatch(source, recipe.views, recipe.seed, data.epoch, data.indices);
       self.postMessage(
-        { id: data.id, views },
-        views.map((v) => v.buffer),
+        { id: data.id, views, crops },
+        [...views, ...crops].map((v) => v.buffer),
       );
     } catch (e) {
       self.postMessage({ id: data.id, error: e instanceof Error ? e.message : String(e) });

@@ -20,7 +20,7 @@ export class WorkerAugmenter {
       if (data.error) request.reject(new Error(`augmentation worker: ${data.error}`));
       else {
         this.batches++;
-        request.resolve(data.views);
+        request.resolve({ views: data.views, crops: data.crops });
       }
     };
   }
@@ -34,7 +34,7 @@ export class WorkerAugmenter {
     });
   }
 
-  /** The views of dataset rows `indices` in `epoch` for `session` on `images` (a session's `ViewsMaker`). */
+  /** The views of dataset rows `indices` in `epoch` and their crop boxes, for `session` on `images` (a session's `ViewsMaker`). */
   augment(images, session, indices, epoch) {
     if (images !== this.images) {
       const { pixels, size, channels } = images;

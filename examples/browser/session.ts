@@ -175,11 +175,11 @@ export class TrainingSession {
     const { batchSize, seed } = this.settings;
     const p = this.progress;
     const indices = this.sampler.indices(p.epoch).slice(p.batchInEpoch * batchSize, (p.batchInEpoch + 1) * batchSize);
-    const views = await augment(indices, p.epoch);
+    const { views, crops } = await augment(indices, p.epoch);
     const c = this.dataset.channels;
     const shapes = this.views.map((v) => [batchSize, v.cropSize, v.cropSize, c] as [number, number, number, number]);
     const labels = Int32Array.from(indices, (i) => this.dataset.labels[i]);
-    const batch = { views, shape: shapes[0], shapes, labels, indices, index: p.batchInEpoch, epoch: p.epoch, seed };
+    const batch = { views, crops, shape: shapes[0], shapes, labels, indices, index: p.batchInEpoch, epoch: p.epoch, seed };
     this.sequence.addBatch(batch, p);
     const { metrics } = await this.sequence.finishStep(p);
     let loss: number;
@@ -198,8 +198,8 @@ export class TrainingSession {
     return { step: p.step, epoch, loss, imagesPerSecond: batchSize / Math.max(seconds, 1e-9) };
   }
 
-  /** The training views of dataset rows `indices` in `epoch` (the trainer's keyed augmentation). */
-  augmentViews(indices: Int32Array, epoch: number): Float32Array[] {
+  /** The training views of dataset rows `indices` in `epoch` and their crop boxes (the trainer's keyed augmentation). */
+  augmentViews(indices: Int32Array, epoch: number): Zoo.AugmentedViews {
     return this.zoo.augmentBatch(this.dataset, this.views, this.settings.seed, epoch, indices);
   }
 
@@ -335,8 +335,8 @@ export class TrainingSession {
   }
 }
 
-/** Makes the training views of a batch: dataset rows `indices` of `epoch`. */
-export type ViewsMaker = (indices: Int32Array, epoch: number) => Float32Array[] | Promise<Float32Array[]>;
+/** Makes the training views of a batch and their crop boxes: dataset rows `indices` of `epoch` (see augmentBatch). */
+export type ViewsMaker = (indices: Int32Array, epoch: number) => Zoo.AugmentedViews | Promise<Zoo.AugmentedViews>;
 
 /** The settings a checkpoint's `config` records, checked against the images they continue on. */
 function settingsOf(zoo: Library, meta: Record<string, unknown>, images: PixelImages): RunSettings {

@@ -6,6 +6,8 @@ import type { PixelReader, SkippedFile } from './pixels.js';
 export interface AugmentedBatch {
   /** One [B, S_v, S_v, C] array per view. */
   views: Float32Array[];
+  /** One [B, 5] array per view: crop box (top, left, height, width) and flipped (0/1); see augmentBatch. */
+  crops: Float32Array[];
   /** [B] index each sample's image came from (differs from the asked one for a replaced unreadable file). */
   sources: Int32Array;
   skipped: SkippedFile[];
@@ -22,5 +24,5 @@ export async function augmentStoreBatch(
   const { height, width, channels } = reader.store;
   const batch = await reader.read(indices);
   const out = augmentBatch({ pixels: batch.pixels, height, width, channels }, views, seed, epoch, indices, batch.rows);
-  return { views: out, sources: batch.sources, skipped: batch.skipped };
+  return { views: out.views, crops: out.crops, sources: batch.sources, skipped: batch.skipped };
 }

@@ -1,8 +1,8 @@
 /**
  * Worker thread of {@link MultiViewLoader}: receives the dataset's pixel store once (shared
- * memory, or the file list), then batch index lists, and returns the augmented views
- * (transferred, not copied). It runs exactly the code of the loader's inline path
- * ({@link augmentStoreBatch}).
+ * memory, or the file list), then batch index lists, and returns the augmented views and
+ * their crop boxes (transferred, not copied). It runs exactly the code of the loader's
+ * inline path ({@link augmentStoreBatch}).
  */
 import { parentPort } from 'node:worker_threads';
 import { BadSamplesFailure } from '../core/errors.js';
@@ -31,6 +31,8 @@ export interface WorkerTask {
 export interface WorkerResult {
   id: number;
   views?: Float32Array[];
+  /** One [B, 5] crop box and flip array per view (see augmentBatch). */
+  crops?: Float32Array[];
   /** [B] index each sample's image came from (see PixelBatch.sources). */
   sources?: Int32Array;
   /** Files found unreadable on the way. */
@@ -63,7 +65,7 @@ if (parentPort) {
       const result: WorkerResult = { id: msg.id, ...batch };
       port.postMessage(
         result,
-        batch.views.map((a) => a.buffer as ArrayBuffer),
+        [...batch.views, ...batch.crops].map((a) => a.buffer as ArrayBuffer),
       );
     }, fail);
   });

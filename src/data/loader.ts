@@ -16,6 +16,11 @@ import type { Sampler } from './sampler.js';
 export interface MultiViewBatch {
   /** One [B, S_v, S_v, C] array per view (S_v = views[v].cropSize). */
   views: Float32Array[];
+  /**
+   * `[B, 5]` per view: the crop box (top, left, height, width, in source-image pixels) and 1
+   * where the view was flipped (see augmentBatch); absent in batches built by hand.
+   */
+  crops?: Float32Array[];
   /** [B, S, S, C] of view 0 (all views when their crop sizes are equal). */
   shape: [number, number, number, number];
   /** [B, S_v, S_v, C] of each view. */
@@ -81,7 +86,7 @@ class WorkerSlot {
       // before terminate() can arrive while it waits, and unref'ing then lets the event loop
       // empty with terminate() unsettled (exit code 13).
       if (this.pending.size === 0 && !this.closing) this.worker.unref();
-      if (msg.views && msg.sources) p.resolve({ views: msg.views, sources: msg.sources, skipped: msg.skipped ?? [] });
+      if (msg.views && msg.crops && msg.sources) p.resolve({ views: msg.views, crops: msg.crops, sources: msg.sources, skipped: msg.skipped ?? [] });
       else if (msg.badSamples !== undefined) p.reject(new BadSamplesFailure(msg.badSamples));
       else p.reject(new Error(`loader worker failed: ${msg.error}`));
     });
@@ -218,7 +223,7 @@ export class MultiViewLoader {
    * The batch (labels of the images it shows); reports its newly met unreadable files, and
    * stops at the one over `maxSkippedFiles`.
    */
-  private makeBatch(epoch: number, index: number, indices: Int32Array, { views, sources, skipped }: AugmentedBatch): MultiViewBatch {
+  private makeBatch(epoch: number, index: number, indices: Int32Array, { views, crops, sources, skipped }: AugmentedBatch): MultiViewBatch {
     for (const file of skipped) {
       if (this.skippedPaths.has(file.path)) continue;
       this.skippedPaths.add(file.path);
@@ -234,7 +239,7 @@ export class MultiViewLoader {
     const labels = new Int32Array(B);
     for (let k = 0; k < B; k++) labels[k] = this.dataset.labels[sources[k]];
     const shapes = this.views.map((v) => [B, v.cropSize, v.cropSize, c] as [number, number, number, number]);
-    return { views, shape: [...shapes[0]], shapes, labels, indices, index, epoch, seed: this.seed };
+    return { views, crops, shape: [...shapes[0]], shapes, labels, indices, index, epoch, seed: this.seed };
   }
 
   /**

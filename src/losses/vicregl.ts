@@ -2,8 +2,8 @@
  * The VICRegL loss (Bardes, Ponce, LeCun 2022, "VICRegL: Self-Supervised Learning of Local
  * Visual Features"; the reference implementation's `VICRegL.global_loss` and `local_loss` in
  * `VICRegL/main_vicregl.py`): VICReg on the pooled embeddings plus VICReg on the feature maps'
- * locations matched by nearest neighbours in feature space, every variance and covariance over
- * the global batch.
+ * locations matched by nearest neighbours in feature space and in the source image, every
+ * variance and covariance over the global batch.
  */
 import { invalidValue } from '../core/errors.js';
 import { detach } from '../core/ops.js';
@@ -22,17 +22,29 @@ export interface VicreglOptions {
   varWeight?: number;
   /** Weight of the covariance terms (1). */
   covWeight?: number;
-  /** Locations kept by the feature matching, [from view i to j, from j to i] (the reference's `num_matches`: [20, 4]). */
+  /**
+   * Locations kept by the location-based matching, [from view i to j, from j to i] (the
+   * reference's `num_matches`: [20, 4]); by the feature matching too unless {@link l2AllMatches}.
+   */
   numMatches?: readonly [number, number];
+  /** Whether the feature matching keeps every location (the reference's `l2_all_matches`, 1 by default) rather than `numMatches`. */
+  l2AllMatches?: boolean;
+  /**
+   * Per view, `[B, L_v, 2]`: where each location of its map lies in the source image (row,
+   * column, in pixels; see `mapLocations` in src/methods/vicregl.ts), for the location-based
+   * matching. Without them only the feature matching runs.
+   */
+  locations?: Float32Array[];
 }
 
 /** The reference implementation's defaults (`main_vicregl.py`'s arguments). */
-export const VICREGL_DEFAULTS: Readonly<Required<VicreglOptions>> = Object.freeze({
+export const VICREGL_DEFAULTS: Readonly<Required<Omit<VicreglOptions, 'locations'>>> = Object.freeze({
   alpha: 0.75,
   invWeight: 25,
   varWeight: 25,
   covWeight: 1,
   numMatches: [20, 4] as const,
+  l2AllMatches: true,
 });
 
 /** The loss and its two weighted-before-α parts (scalars `[]`). */
@@ -41,7 +53,7 @@ export interface VicreglResult {
   loss: Scalar;
   /** VICReg of the embeddings: invariance over the pairs (i < 2, j ≠ i), variance and covariance of every view. */
   global: Scalar;
-  /** VICReg of the matched feature-map locations, mean over the pairs (i < 2, j ≠ i). */
+  /** VICReg of the matched feature-map locations (by features, and by position when given), mean over the pairs (i < 2, j ≠ i). */
   local: Scalar;
 }
 
@@ -53,9 +65,13 @@ const EPS = 1e-4;
  * j ≠ i, and
  * - `global = invWeight · mean_pairs MSE(e_i, e_j) + varWeight · mean_v mean_d relu(1 − std_d(e_v))
  *   + covWeight · mean_v Σ_{c≠d} C_v,cd² / D` (the VICReg terms of every view);
- * - `local = mean_pairs ½ (T(m_i → m_j) + T(m_j → m_i))`: for each location of `m_i` its nearest
- *   location of the same sample in `m_j` (L2 distance of the features), the `numMatches[0]`
- *   closest such pairs kept (in location order; `numMatches[1]` the other way), and
+ * - `local = mean_pairs [½ (T(F(m_i → m_j)) + T(F(m_j → m_i))) + ½ (T(P(m_i → m_j)) + T(P(m_j → m_i)))]`:
+ *   F matches each location of `m_i` with its nearest location of the same sample in `m_j` (L2
+ *   distance of the features) and keeps every such pair (`l2AllMatches`) or the
+ *   `numMatches[0]` closest (`numMatches[1]` the other way), in location order; P does the same
+ *   with the distance between the locations' positions in the source image (`locations`) and
+ *   always keeps `numMatches`; without `locations` the P half is absent. Ties go to the lower
+ *   location index (nearest) and the lower input location (kept).
  *   `T(x, y) = invWeight · MSE(x, y) + varWeight · ½ (hinge(x) + hinge(y)) + covWeight · ½ (cov(x) + cov(y))`
  *   on the matched `[B, M, C]` pairs, where hinge is the mean over (m, c) of relu(1 − std) and
  *   cov the mean over m of `Σ_{c≠d} C_m,cd² / C`, the statistics of location m over the batch.
@@ -69,12 +85,11 @@ const EPS = 1e-4;
  * and covariance is that of the global batch ({@link viewStatistics} and {@link centredGrams}
  * of src/losses/vicreg.ts: column sums and centred Gram matrices all-reduced with their
  * gradient: two all-reduces forward and two backward for the embeddings, as many for every
- * matched location together), so every rank gets the global statistics. The matching is per sample (no
- * collective); its distances are read back to the host. The reference gathers the maps
- * (`gather_center`), so its statistics are global too; it applies `num_matches` to its
- * location-based matching (feature matching keeps every location, `l2_all_matches=1`), and its
- * `local_loss` keeps only the last pair's terms (it assigns instead of adding) and divides
- * them by the number of pairs; here every pair counts.
+ * matched location together), so every rank gets the global statistics. The matching is per
+ * sample (no collective); the feature distances are read back to the host, the positions are
+ * host arrays already. The reference gathers the maps (`gather_center`), so its statistics are
+ * global too; its `local_loss` keeps only the last pair's terms (it assigns instead of adding)
+ * and divides them by the number of pairs; here every pair counts.
  */
 export function vicreglLoss(embeddings: tf.Tensor2D[], maps: tf.Tensor3D[], options: VicreglOptions = {}, group?: ProcessGroup): VicreglResult {
   if (!Array.isArray(embeddings) || embeddings.length < 2)
@@ -98,6 +113,15 @@ export function vicreglLoss(embeddings: tf.Tensor2D[], maps: tf.Tensor3D[], opti
     if (!(Number.isFinite(value) && value >= 0)) throw invalidValue(field, value, 'a number >= 0');
   }
   if (!o.numMatches.every((k) => Number.isInteger(k) && k >= 1)) throw invalidValue('numMatches', o.numMatches.join(','), 'two integers >= 1');
+  const locations = options.locations;
+  if (locations !== undefined) {
+    if (!Array.isArray(locations) || locations.length !== maps.length)
+      throw new Error(`vicreglLoss: needs the locations of every view (${maps.length}), got ${Array.isArray(locations) ? locations.length : typeof locations}`);
+    locations.forEach((p, v) => {
+      if (!(p instanceof Float32Array) || p.length !== b * maps[v]!.shape[1] * 2)
+        throw new Error(`vicreglLoss: locations[${v}] must be a Float32Array [${b}, ${maps[v]!.shape[1]}, 2]`);
+    });
+  }
   const layout = batchLayout('vicreglLoss', b, group);
   if (layout.globalBatch < 2) throw invalidValue('batch size', layout.globalBatch, 'at least 2 samples for VICRegL (unbiased variance)');
   const pairs = embeddings.flatMap((_, i) => (i < 2 ? embeddings.map((__, j) => [i, j] as const).filter(([, j]) => j !== i) : []));
@@ -108,9 +132,19 @@ export function vicreglLoss(embeddings: tf.Tensor2D[], maps: tf.Tensor3D[], opti
     const variance = tf.div(tf.addN(stats.map((s) => s.varianceHinge)), stats.length);
     const covariance = tf.div(tf.addN(stats.map((s) => s.offDiagonal)), stats.length * d);
     const global = tf.addN([tf.mul(inv, o.invWeight), tf.mul(variance, o.varWeight), tf.mul(covariance, o.covWeight)]) as Scalar;
-    // Both directions of every pair, then the statistics of all their locations from one pair of collectives.
-    const matches = pairs.flatMap(([i, j]) => [matchOnFeatures(maps[i]!, maps[j]!, o.numMatches[0]), matchOnFeatures(maps[j]!, maps[i]!, o.numMatches[1])]);
-    const local = tf.div(tf.addN(matchedTerms(matches, o, layout)), matches.length) as Scalar; // mean over pairs of the directions' mean
+    // Both directions of every pair, by features and by position, then the statistics of all their locations from one pair of collectives.
+    const all = (m: tf.Tensor3D) => (o.l2AllMatches ? m.shape[1] : undefined);
+    const matches = pairs.flatMap(([i, j]) => [
+      matchOnFeatures(maps[i]!, maps[j]!, all(maps[i]!) ?? o.numMatches[0]),
+      matchOnFeatures(maps[j]!, maps[i]!, all(maps[j]!) ?? o.numMatches[1]),
+      ...(locations
+        ? [
+            matchOnPositions(maps[i]!, maps[j]!, locations[i]!, locations[j]!, o.numMatches[0]),
+            matchOnPositions(maps[j]!, maps[i]!, locations[j]!, locations[i]!, o.numMatches[1]),
+          ]
+        : []),
+    ]);
+    const local = tf.div(tf.addN(matchedTerms(matches, o, layout)), 2 * pairs.length) as Scalar; // mean over pairs of each matching's directions' mean, summed
     const loss = tf.add(tf.mul(global, o.alpha), tf.mul(local, 1 - o.alpha)) as Scalar;
     return { loss, global, local };
   });
@@ -123,22 +157,67 @@ export function vicreglLoss(embeddings: tf.Tensor2D[], maps: tf.Tensor3D[], opti
  * (gathered with their gradient). As the reference's `neirest_neighbores_on_l2`.
  */
 function matchOnFeatures(input: tf.Tensor3D, candidate: tf.Tensor3D, k: number): [tf.Tensor3D, tf.Tensor3D] {
-  const [b, l, c] = input.shape;
+  const [b, l] = input.shape;
   const lc = candidate.shape[1];
-  const m = Math.min(k, l);
   const x = detach(input);
   const y = detach(candidate);
   // Squared distances [B, L, L']: |x|² + |y|² − 2 x·yᵀ.
   const d2 = tf
     .sub(tf.add(tf.sum(tf.square(x), 2, true), tf.transpose(tf.sum(tf.square(y), 2, true), [0, 2, 1])), tf.mul(tf.matMul(x, y, false, true), 2))
     .dataSync();
+  return gatherMatches(
+    input,
+    candidate,
+    selectMatches(b, l, lc, k, (s, i, j) => d2[(s * l + i) * lc + j]!),
+  );
+}
+
+/**
+ * As {@link matchOnFeatures}, the distance being that between the locations' positions in the
+ * source image (`inputAt` `[B, L, 2]`, `candidateAt` `[B, L', 2]`, host values, squared
+ * distances in float64): the reference's `neirest_neighbores_on_location`.
+ */
+function matchOnPositions(input: tf.Tensor3D, candidate: tf.Tensor3D, inputAt: Float32Array, candidateAt: Float32Array, k: number): [tf.Tensor3D, tf.Tensor3D] {
+  const [b, l] = input.shape;
+  const lc = candidate.shape[1];
+  return gatherMatches(
+    input,
+    candidate,
+    selectMatches(b, l, lc, k, (s, i, j) => {
+      const p = (s * l + i) * 2;
+      const q = (s * lc + j) * 2;
+      const dr = inputAt[p]! - candidateAt[q]!;
+      const dc = inputAt[p + 1]! - candidateAt[q + 1]!;
+      return dr * dr + dc * dc;
+    }),
+  );
+}
+
+/**
+ * The matching of `B` samples' `L` input locations to their `L'` candidates by `distance(s, i,
+ * j)`: each input location's nearest candidate (the lower index on ties), the `min(k, L)` with
+ * the smallest distances kept (the lower input location on ties), in location order. Returns
+ * the flat row indices `[B·M]` into the input's `[B·L]` and the candidate's `[B·L']` rows.
+ */
+function selectMatches(
+  b: number,
+  l: number,
+  lc: number,
+  k: number,
+  distance: (s: number, i: number, j: number) => number,
+): { m: number; inputRows: Int32Array; candidateRows: Int32Array } {
+  const m = Math.min(k, l);
   const inputRows = new Int32Array(b * m);
   const candidateRows = new Int32Array(b * m);
   for (let s = 0; s < b; s++) {
     const nearest = Array.from({ length: l }, (_, i) => {
       let best = 0;
-      for (let j = 1; j < lc; j++) if (d2[(s * l + i) * lc + j]! < d2[(s * l + i) * lc + best]!) best = j;
-      return { i, best, dist: d2[(s * l + i) * lc + best]! };
+      let bestDistance = distance(s, i, 0);
+      for (let j = 1; j < lc; j++) {
+        const d = distance(s, i, j);
+        if (d < bestDistance) [best, bestDistance] = [j, d];
+      }
+      return { i, best, dist: bestDistance };
     });
     const kept = [...nearest].sort((p, q) => p.dist - q.dist || p.i - q.i).slice(0, m);
     kept.sort((p, q) => p.i - q.i);
@@ -147,9 +226,19 @@ function matchOnFeatures(input: tf.Tensor3D, candidate: tf.Tensor3D, k: number):
       candidateRows[s * m + r] = s * lc + p.best;
     });
   }
-  const rows = (t: tf.Tensor3D, index: Int32Array, len: number) =>
-    tf.reshape(tf.gather(tf.reshape(t, [b * len, c]), tf.tensor1d(index, 'int32')), [b, m, c]) as tf.Tensor3D;
-  return [rows(input, inputRows, l), rows(candidate, candidateRows, lc)];
+  return { m, inputRows, candidateRows };
+}
+
+/** The matched rows of {@link selectMatches}: `[B, M, C]` of `input` and `[B, M, C]` of `candidate`, gathered with their gradient. */
+function gatherMatches(
+  input: tf.Tensor3D,
+  candidate: tf.Tensor3D,
+  { m, inputRows, candidateRows }: ReturnType<typeof selectMatches>,
+): [tf.Tensor3D, tf.Tensor3D] {
+  const [b, , c] = input.shape;
+  const rows = (t: tf.Tensor3D, index: Int32Array) =>
+    tf.reshape(tf.gather(tf.reshape(t, [b * t.shape[1], c]), tf.tensor1d(index, 'int32')), [b, m, c]) as tf.Tensor3D;
+  return [rows(input, inputRows), rows(candidate, candidateRows)];
 }
 
 /**
@@ -159,7 +248,7 @@ function matchOnFeatures(input: tf.Tensor3D, candidate: tf.Tensor3D, k: number):
  * `[C, C]` of every location of every pair come from one {@link centredGrams} (two all-reduces
  * forward, two backward).
  */
-function matchedTerms(matches: Array<[tf.Tensor3D, tf.Tensor3D]>, o: Required<VicreglOptions>, layout: BatchLayout): Scalar[] {
+function matchedTerms(matches: Array<[tf.Tensor3D, tf.Tensor3D]>, o: typeof VICREGL_DEFAULTS, layout: BatchLayout): Scalar[] {
   const c = matches[0]![0].shape[2];
   const columns = matches.flatMap(([x, y]) => [...tf.unstack(x, 1), ...tf.unstack(y, 1)]) as tf.Tensor2D[];
   const covs = tf.div(tf.stack(centredGrams(columns, layout)), layout.globalBatch - 1); // [Σ 2 M_q, C, C]

@@ -54,6 +54,8 @@ export interface SampleKeys {
   epoch: number;
   /** `[B]` global dataset indices of the batch's samples. */
   indices: Int32Array;
+  /** Per view, `[B, 5]`: each sample's crop box (top, left, height, width, in source-image pixels) and 1 where it was flipped (`MultiViewBatch.crops`). */
+  crops?: Float32Array[];
 }
 
 /** A training step's total loss and its metrics (kept tensors; the caller disposes them). */

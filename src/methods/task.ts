@@ -92,9 +92,9 @@ export class SslTask implements TrainingModule<MultiViewBatch> {
 
   trainingStep(batch: MultiViewBatch): TrainingStepOutput {
     const [views, labels] = this.batchTensors(batch);
-    const { seed, epoch, indices } = batch;
+    const { seed, epoch, indices, crops } = batch;
     // The loader keys every batch; a batch built by hand without seed and epoch has no keys.
-    return this.method.trainingStep(views, labels, seed === undefined || epoch === undefined ? undefined : { seed, epoch, indices });
+    return this.method.trainingStep(views, labels, seed === undefined || epoch === undefined ? undefined : { seed, epoch, indices, crops });
   }
 
   configureOptimizers(info: { totalSteps: number; stepsPerEpoch: number }): { optimizer: TrainerOptimizer; scheduler: TrainerScheduler } {

@@ -5,7 +5,7 @@ import { hasFeatureMaps, type Backbone, type SpatialBackbone } from '../backbone
 import type { CropPolicy } from '../data/augment/crops.js';
 import { vicreglLoss, VICREGL_DEFAULTS, type VicreglResult } from '../losses/index.js';
 import { defineArgs, type ArgValues } from './args.js';
-import { BaseMethod, embeddingStd, type MethodContext, type OptimDefaults, type SslLossOutput, type StepOutput } from './base.js';
+import { BaseMethod, embeddingStd, type MethodContext, type OptimDefaults, type SampleKeys, type SslLossOutput, type StepOutput } from './base.js';
 import { forwardCrops } from './forward-crops.js';
 import { mlpHead } from './heads.js';
 
@@ -16,12 +16,13 @@ import { mlpHead } from './heads.js';
  * expander, Linear-BN-ReLU twice then Linear, embeds them) and, location by location, embedded
  * by the maps projector (the same shape, with its own widths); the loss ({@link vicreglLoss})
  * is `α · VICReg(embeddings) + (1 − α) · VICReg(locations matched by feature nearest
- * neighbours)`, every variance and covariance over the *global* batch (W ranks equal one
- * process). ResNet backbones only (`tiny_resnet`, `resnet18`, `resnet50`).
+ * neighbours and by position in the source image)`, every variance and covariance over the
+ * *global* batch (W ranks equal one process). The positions come from each view's crop box and
+ * flip, which the loader carries in every batch (`MultiViewBatch.crops`; see
+ * {@link mapLocations}). ResNet backbones only (`tiny_resnet`, `resnet18`, `resnet50`).
  *
- * Not here: the reference's location-based matching (the crop geometry of each view does not
- * reach the method) and its 0.1 learning-rate ratio of the maps projector. State: none besides
- * the weights.
+ * Not here: the reference's 0.1 learning-rate ratio of the maps projector. State: none
+ * besides the weights.
  *
  * Defaults: the loss is the reference implementation's (`VICRegL/main_vicregl.py`: α 0.75 (its
  * default, and its ResNet-50 recipe in the README), weights 25 / 25 / 1, `num_matches` 20 and
@@ -47,6 +48,21 @@ export class VICRegL extends BaseMethod {
       description: 'locations of view i kept by the matching to view j (the closest)',
     },
     matchesBack: { kind: 'int', default: VICREGL_DEFAULTS.numMatches[1], ge: 1, description: 'locations of view j kept by the matching back to view i' },
+    l2AllMatches: {
+      kind: 'bool',
+      default: VICREGL_DEFAULTS.l2AllMatches,
+      description: 'true: the feature matching keeps every location (the reference); false: matchesThere / matchesBack of them',
+    },
+    locationMatching: {
+      kind: 'bool',
+      default: true,
+      description: 'true: also match locations by their position in the source image (needs the crop geometry the loader carries); false: by features only',
+    },
+    flipGrid: {
+      kind: 'bool',
+      default: true,
+      description: "true: a flipped view's locations are mirrored (its true positions); false: as the reference's default (--no-flip-grid 1), not",
+    },
   });
   declare readonly args: ArgValues<typeof VICRegL.args>;
   static override readonly paper = 'Bardes, Ponce, LeCun 2022, "VICRegL: Self-Supervised Learning of Local Visual Features"';
@@ -82,15 +98,22 @@ export class VICRegL extends BaseMethod {
    * backbone pass per crop size), plus the online classifier's cross-entropy on the pooled
    * features of the global crops.
    */
-  override trainingStep(views: Tensor[], labels: Tensor): StepOutput {
+  override trainingStep(views: Tensor[], labels: Tensor, samples?: SampleKeys): StepOutput {
+    const crops = this.args.locationMatching ? samples?.crops : undefined;
+    if (this.args.locationMatching && crops?.length !== views.length) {
+      throw new Error(
+        'vicregl: the batch carries no crop geometry for its views (MultiViewBatch.crops, which the loader sets); pass --method-arg locationMatching=false to match by features only',
+      );
+    }
     const maps = forwardCrops(views, (x) => this.spatialBackbone.featureMap(x)); // [B, h, w, F] each
+    const locations = crops?.map((c, v) => mapLocations(c, maps[v]!.shape[1]!, maps[v]!.shape[2]!, this.args.flipGrid));
     const features = maps.map((m) => tf.mean(m, [1, 2])); // the backbone's global average pooling
     const embeddings = features.map((f) => this.projector.forward(f) as Tensor2D);
     const local = maps.map((m) => {
       const [b, h, w, f] = m.shape;
       return tf.reshape(this.mapsProjector.forward(tf.reshape(m, [b! * h! * w!, f!])), [b!, h! * w!, this.args.mapsOutputDim]) as tf.Tensor3D;
     });
-    const out = this.inGroup(() => this.objective(embeddings, local));
+    const out = this.inGroup(() => this.objective(embeddings, local, locations));
     const classifier = this.classifierTerms(features, labels);
     const total = tf.add(out.loss, classifier.class_loss) as Scalar;
     const metrics: Record<string, Scalar> = {
@@ -104,11 +127,22 @@ export class VICRegL extends BaseMethod {
     return { loss: total, metrics };
   }
 
-  /** {@link vicreglLoss} of the embeddings `[B, D]` and the location embeddings `[B, L_v, D_m]` of every view, with the method's arguments. */
-  protected objective(embeddings: Tensor2D[], maps: tf.Tensor3D[]): VicreglResult {
-    const { alpha, simLossWeight, varLossWeight, covLossWeight, matchesThere, matchesBack } = this.args;
-    const options = { alpha, invWeight: simLossWeight, varWeight: varLossWeight, covWeight: covLossWeight, numMatches: [matchesThere, matchesBack] as const };
-    return vicreglLoss(embeddings, maps, options);
+  /**
+   * {@link vicreglLoss} of the embeddings `[B, D]` and the location embeddings `[B, L_v, D_m]` of
+   * every view, with their positions `[B, L_v, 2]` when matched by position, with the method's arguments.
+   */
+  protected objective(embeddings: Tensor2D[], maps: tf.Tensor3D[], locations?: Float32Array[]): VicreglResult {
+    const { alpha, simLossWeight, varLossWeight, covLossWeight, matchesThere, matchesBack, l2AllMatches } = this.args;
+    const numMatches = [matchesThere, matchesBack] as const;
+    return vicreglLoss(embeddings, maps, {
+      alpha,
+      invWeight: simLossWeight,
+      varWeight: varLossWeight,
+      covWeight: covLossWeight,
+      numMatches,
+      l2AllMatches,
+      locations,
+    });
   }
 
   /** Not used: {@link trainingStep} is VICRegL's whole step (see {@link splitsLoss}). */
@@ -120,4 +154,30 @@ export class VICRegL extends BaseMethod {
   override embeddingLoss(): SslLossOutput {
     throw new Error('VICRegL has no split embed/loss form; its trainingStep runs the backbone to its feature maps itself');
   }
+}
+
+/**
+ * Where the `h × w` locations of a view's feature map lie in the source image: for each sample
+ * (`crops` `[B, 5]`: its crop box top, left, height, width in source pixels and 1 if flipped,
+ * see `MultiViewBatch.crops`) the centre of each of the `h × w` equal cells the box divides
+ * into, row-major `[B, h·w, 2]` (row, column in pixels): cell (r, c) at `top + (r + ½) · height / h`,
+ * `left + (c' + ½) · width / w`, with c' = w − 1 − c where the view was flipped and `flip` is
+ * true, else c (the reference's `_location_to_NxN_grid`; its default `--no-flip-grid 1` does
+ * not mirror).
+ */
+export function mapLocations(crops: Float32Array, h: number, w: number, flip: boolean): Float32Array {
+  const b = crops.length / 5;
+  const out = new Float32Array(b * h * w * 2);
+  for (let s = 0; s < b; s++) {
+    const [top, left, height, width, flipped] = crops.subarray(s * 5, s * 5 + 5);
+    for (let r = 0; r < h; r++) {
+      for (let c = 0; c < w; c++) {
+        const column = flip && flipped ? w - 1 - c : c;
+        const at = ((s * h + r) * w + c) * 2;
+        out[at] = top! + ((r + 0.5) * height!) / h;
+        out[at + 1] = left! + ((column + 0.5) * width!) / w;
+      }
+    }
+  }
+  return out;
 }

@@ -275,18 +275,22 @@ const SPECS = {
       }),
   },
   vicregl: {
-    inputs: ['embedding#', 'map#'],
-    numbered: { embedding: 2, map: 2 },
-    hyper: ['alpha', 'invWeight', 'varWeight', 'covWeight', 'matchesThere', 'matchesBack'],
+    // `location#` ([B, L_v, 2] positions in the source image, one per map): the location-based matching, when given.
+    inputs: ['embedding#', 'map#', 'location#'],
+    numbered: { embedding: 2, map: 2, location: 0 },
+    hyper: ['alpha', 'invWeight', 'varWeight', 'covWeight', 'matchesThere', 'matchesBack', 'l2AllMatches'],
     // The logged parts are dropped (disposed by the tidy).
     run: (c, x, g) =>
       tf.tidy(() => {
+        const positions = numberedTensors(x, 'location');
         const options = {
           alpha: h(c, 'alpha'),
           invWeight: h(c, 'invWeight'),
           varWeight: h(c, 'varWeight'),
           covWeight: h(c, 'covWeight'),
           numMatches: [h(c, 'matchesThere'), h(c, 'matchesBack')] as const,
+          l2AllMatches: h(c, 'l2AllMatches') === 1,
+          locations: positions.length > 0 ? positions.map((p) => Float32Array.from(p.dataSync())) : undefined,
         };
         return vicreglLoss(numberedTensors(x, 'embedding'), numberedTensors(x, 'map') as unknown as tf.Tensor3D[], options, g).loss;
       }),

@@ -163,7 +163,8 @@ export function stepStart(s: number, accumulate: number, perEpoch: number, total
 
 /**
  * A round-off twin's input: `batch` with its samples in an order keyed by `key` (sample i of
- * the twin's batch is sample `order[i]` of `batch`) and every value moved by one ulp.
+ * the twin's batch is sample `order[i]` of `batch`) and every view value moved by one ulp
+ * (the crop boxes, integers, are reordered but not moved).
  */
 export function twinBatch(batch: MultiViewBatch, key: number): { batch: MultiViewBatch; order: Int32Array } {
   const order = Rng.keyed(key).permutation(batch.labels.length);
@@ -174,6 +175,7 @@ export function twinBatch(batch: MultiViewBatch, key: number): { batch: MultiVie
       views: batch.views.map((v, i) => perturbByOneUlp(permute(v), key * 16 + i)),
       labels: permute(batch.labels),
       indices: permute(batch.indices),
+      ...(batch.crops && { crops: batch.crops.map((c) => permute(c)) }),
     },
     order,
   };

@@ -79,6 +79,10 @@ export async function stepLosses(zoo: typeof Zoo, spec: StepSpec): Promise<numbe
       index: 0,
       epoch: 0,
       seed: spec.seed,
+      // Each sample's crop box (top, left, height, width) and flip in a 2x larger source image (VICRegL matches by position).
+      crops: Array.from({ length: viewCount }, (_, v) =>
+        Float32Array.from({ length: batchSize * 5 }, (_, i) => (i % 5 === 4 ? (i + v) % 2 : i % 5 < 2 ? (i + v) % imageSize : imageSize - ((i + 2 * v) % 3))),
+      ),
     },
   };
   const progress = { epoch: 0, step: 0, batchInEpoch: 0, totalSteps: spec.steps };
@@ -101,7 +105,7 @@ export function augmentedPixels(zoo: typeof Zoo, seed: number): number[] {
   const dataset = zoo.syntheticDataset({ split: 'train', seed, size: 8, imageSize: 16, channels: 3 });
   const overrides = { colorJitterProb: 1, gaussianBlurProb: 1, grayscaleProb: 0.5, solarizationProb: 0.5, hflipProb: 0.5 };
   const indices = Int32Array.from({ length: 8 }, (_, i) => i);
-  const views = zoo.augmentBatch(dataset, zoo.simclrViews(dataset, 12, { overrides }), seed, 0, indices);
+  const { views } = zoo.augmentBatch(dataset, zoo.simclrViews(dataset, 12, { overrides }), seed, 0, indices);
   const evalView = zoo.evalBatch(dataset, zoo.evalTransform(dataset, 12), indices);
   return [...views, evalView].flatMap((view) => Array.from(view));
 }

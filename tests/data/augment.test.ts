@@ -5,13 +5,17 @@ import {
   adjustHue,
   augmentBatch,
   augmentView,
+  augmentViewInto,
   byolViews,
+  CROP_FIELDS,
   barlowViews,
   evalTransform,
   evalView,
   gaussianBlur,
+  hflip,
   symmetricWeakViews,
   randomResizedCropBox,
+  resizeBilinear,
   resslViews,
   simclrViews,
   syntheticDataset,
@@ -234,8 +238,8 @@ describe('data/augment determinism', () => {
   });
 
   it('a sample gets the same views whatever the batch composition', () => {
-    const a = augmentBatch(ds, [v0, v1], 7, 1, [3, 9]);
-    const b = augmentBatch(ds, [v0, v1], 7, 1, [9, 0, 1, 3]);
+    const a = augmentBatch(ds, [v0, v1], 7, 1, [3, 9]).views;
+    const b = augmentBatch(ds, [v0, v1], 7, 1, [9, 0, 1, 3]).views;
     const n = 16 * 16 * 3;
     for (let v = 0; v < 2; v++) {
       assert.deepEqual(a[v].subarray(n, 2 * n), b[v].subarray(0, n));
@@ -251,13 +255,78 @@ describe('data/augment determinism', () => {
       0,
       0,
       Array.from({ length: 20 }, (_, i) => i),
-    )[0];
+    ).views[0];
     assert.equal(out.length, 20 * 16 * 16 * 3);
     assert.ok(out.every(Number.isFinite));
     const m = out.reduce((s, v) => s + v, 0) / out.length;
     assert.ok(Math.abs(m) < 1, `mean ${m}`);
     const big = augmentView(ds.pixels, 0, 16, 16, 3, { ...v0, cropSize: 24 }, Rng.keyed(0));
     assert.equal(big.length, 24 * 24 * 3);
+  });
+});
+
+describe('data/augment crop geometry', () => {
+  const ds = syntheticDataset({ split: 'train', seed: 2, size: 12, imageSize: 20, channels: 3 });
+  const n = 20 * 20 * 3;
+  const indices = [4, 0, 11, 7, 2];
+  const views: ViewAugmentation[] = [
+    { ...simclrViews(ds)[0], cropSize: 12 },
+    { ...byolViews(ds)[1], cropSize: 8, cropScale: [0.1, 0.5] },
+  ];
+
+  it('augmentBatch reports, per view, [B, 5] rows (top, left, height, width, flipped) equal to what augmentViewInto returns for the same key', () => {
+    assert.equal(CROP_FIELDS, 5);
+    const { views: out, crops } = augmentBatch(ds, views, 7, 3, indices);
+    assert.equal(crops.length, views.length);
+    let flips = 0;
+    views.forEach((aug, v) => {
+      assert.ok(crops[v] instanceof Float32Array);
+      assert.equal(crops[v].length, indices.length * CROP_FIELDS);
+      const size = aug.cropSize * aug.cropSize * 3;
+      indices.forEach((index, k) => {
+        const pixels = new Float32Array(size);
+        const g = augmentViewInto(ds.pixels, index * n, 20, 20, 3, aug, Rng.keyed(7, 3, index, v), pixels, 0);
+        assert.deepEqual(Array.from(crops[v].subarray(k * CROP_FIELDS, (k + 1) * CROP_FIELDS)), [g.top, g.left, g.height, g.width, g.flipped ? 1 : 0]);
+        // the geometry's view is the batch's view (same draws)
+        assert.deepEqual(out[v].subarray(k * size, (k + 1) * size), pixels);
+        // a box inside the 20 x 20 image, integers
+        assert.ok([g.top, g.left, g.height, g.width].every(Number.isInteger));
+        assert.ok(g.top >= 0 && g.left >= 0 && g.height >= 1 && g.width >= 1 && g.top + g.height <= 20 && g.left + g.width <= 20);
+        flips += g.flipped ? 1 : 0;
+      });
+    });
+    assert.ok(flips > 0 && flips < 2 * indices.length, `flipped ${flips} of ${2 * indices.length}: the flip is drawn, not constant`);
+  });
+
+  it('the box is the first draws of the key (randomResizedCropBox); flipped is 1 exactly when hflipProb forces it', () => {
+    for (const hflipProb of [0, 1]) {
+      const forced = views.map((v) => ({ ...v, hflipProb }));
+      const { crops } = augmentBatch(ds, forced, 5, 0, indices);
+      forced.forEach((aug, v) => {
+        indices.forEach((index, k) => {
+          const box = randomResizedCropBox(20, 20, aug.cropScale, aug.cropRatio ?? [3 / 4, 4 / 3], Rng.keyed(5, 0, index, v));
+          const row = Array.from(crops[v].subarray(k * CROP_FIELDS, (k + 1) * CROP_FIELDS));
+          assert.deepEqual(row, [box.top, box.left, box.height, box.width, hflipProb], `view ${v} sample ${index}`);
+        });
+      });
+    }
+  });
+
+  it('the view is the reported box resized to S, mirrored where flipped is 1 (pixels recomputed from the geometry)', () => {
+    const plain = identityView(6, 3, { cropScale: [0.2, 0.7], cropRatio: [0.5, 2], hflipProb: 0.5 });
+    const keys = Array.from({ length: 12 }, (_, i) => i);
+    const { views: out, crops } = augmentBatch(ds, [plain], 4, 1, keys);
+    const size = 6 * 6 * 3;
+    const flips = new Set<number>();
+    keys.forEach((index, k) => {
+      const [top, left, height, width, flipped] = crops[0].subarray(k * CROP_FIELDS, (k + 1) * CROP_FIELDS);
+      const expected = new Float32Array(size);
+      resizeBilinear(ds.pixels, index * n, 20, 3, { top, left, height, width }, 6, 6, expected, 1 / 255);
+      if (flipped === 1) hflip(expected, 6, 6, 3);
+      flips.add(flipped);
+      assert.deepEqual(out[0].subarray(k * size, (k + 1) * size), expected, `sample ${index}`);
+    });
+    assert.deepEqual([...flips].sort(), [0, 1], 'both flipped and unflipped views occur');
   });
 });
 

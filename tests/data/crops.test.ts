@@ -180,8 +180,9 @@ describe('data/crops: views', () => {
       const indices = [5, 0, 63, 17];
       const a = augmentBatch(experiment.train, experiment.views, 3, 2, indices);
       const b = augmentBatch(experiment.train, recipe, 3, 2, indices);
-      assert.equal(b.length, global);
-      b.forEach((view, v) => assert.deepEqual(a[v], view, `${name} view ${v}`));
+      assert.equal(b.views.length, global);
+      b.views.forEach((view, v) => assert.deepEqual(a.views[v], view, `${name} view ${v}`));
+      b.crops.forEach((crop, v) => assert.deepEqual(a.crops[v], crop, `${name} crop ${v}`));
     }
   });
 
@@ -233,8 +234,8 @@ describe('data/crops: keyed multi-crop batches', () => {
   const bytes = 28 * 28;
 
   it('view v of sample i is keyed (seed, epoch, i, v): the same crop whatever the batch composition', () => {
-    const a = augmentBatch(ds, views, 7, 1, [3, 9]);
-    const b = augmentBatch(ds, views, 7, 1, [9, 40, 1, 3]);
+    const a = augmentBatch(ds, views, 7, 1, [3, 9]).views;
+    const b = augmentBatch(ds, views, 7, 1, [9, 40, 1, 3]).views;
     views.forEach((view, v) => {
       const n = sizes[v] * sizes[v];
       assert.equal(a[v].length, 2 * n);
@@ -245,7 +246,7 @@ describe('data/crops: keyed multi-crop batches', () => {
     });
     // local crops of one sample differ from each other (own keys), and from another epoch's
     assert.notDeepEqual(a[2].subarray(0, 144), a[3].subarray(0, 144));
-    assert.notDeepEqual(augmentBatch(ds, views, 7, 2, [3])[2], a[2].subarray(0, 144));
+    assert.notDeepEqual(augmentBatch(ds, views, 7, 2, [3]).views[2], a[2].subarray(0, 144));
   });
 
   it('the loader gives the same multi-crop batches inline and with 1 or 2 workers, one [B, S_v, S_v, C] array per view', async () => {

@@ -7,8 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { UserError } from '../../src/core/errors.js';
 import { Rng } from '../../src/core/random.js';
 import {
+  augmentBatch,
   augmentView,
   byolViews,
+  CROP_FIELDS,
   createDataset,
   MultiViewLoader,
   RandomSampler,
@@ -120,6 +122,33 @@ describe('data/MultiViewLoader', () => {
     } finally {
       await two.close();
       await one.close();
+    }
+  });
+
+  it("every batch carries each view's [B, 5] crop boxes and flips, the same inline and from a worker, keyed as augmentBatch", async () => {
+    const inline = loader();
+    const worker = loader({ workers: 1, prefetch: 1 });
+    try {
+      const a = await collect(inline, 1);
+      const b = await collect(worker, 1);
+      assert.equal(b.length, a.length);
+      for (let i = 0; i < a.length; i++) {
+        const B = a[i].indices.length;
+        for (const batch of [a[i], b[i]]) {
+          assert.equal(batch.crops?.length, views.length);
+          for (const crop of batch.crops!) {
+            assert.ok(crop instanceof Float32Array);
+            assert.equal(crop.length, B * CROP_FIELDS);
+          }
+        }
+        const expected = augmentBatch(ds, views, 9, 1, a[i].indices).crops;
+        for (let v = 0; v < views.length; v++) {
+          assert.deepEqual(a[i].crops![v], expected[v], `batch ${i} view ${v} inline`);
+          assert.deepEqual(b[i].crops![v], expected[v], `batch ${i} view ${v} worker`);
+        }
+      }
+    } finally {
+      await worker.close();
     }
   });
 

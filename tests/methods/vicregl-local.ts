@@ -12,9 +12,9 @@ import { registerMethod } from '../../src/methods/registry.js';
 import { VICRegL } from '../../src/methods/vicregl.js';
 
 export class LocalMapsStatsVICRegL extends VICRegL {
-  protected override objective(embeddings: Tensor2D[], maps: tf.Tensor3D[]): VicreglResult {
-    const real = super.objective(embeddings, maps);
-    const perRank = withProcessGroup(new SingleProcessGroup(), () => super.objective(embeddings, maps));
+  protected override objective(embeddings: Tensor2D[], maps: tf.Tensor3D[], locations?: Float32Array[]): VicreglResult {
+    const real = super.objective(embeddings, maps, locations);
+    const perRank = withProcessGroup(new SingleProcessGroup(), () => super.objective(embeddings, maps, locations));
     const loss = tf.add(tf.mul(real.global, this.args.alpha), tf.mul(perRank.local, 1 - this.args.alpha)) as Scalar;
     tf.dispose([real.loss, real.local, perRank.loss, perRank.global]);
     return { loss, global: real.global, local: perRank.local };

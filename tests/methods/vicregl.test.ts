@@ -14,7 +14,7 @@ import { tf, type Tensor, type Tensor2D } from '../../src/core/tf.js';
 import { vicreglLoss, vicregLossWithTerms } from '../../src/losses/index.js';
 import type { MethodArgs } from '../../src/methods/base.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
-import { VICRegL } from '../../src/methods/vicregl.js';
+import { mapLocations, VICRegL } from '../../src/methods/vicregl.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
 
 function build(args: MethodArgs = {}, backbone = 'tiny_resnet'): VICRegL {
@@ -27,6 +27,11 @@ function build(args: MethodArgs = {}, backbone = 'tiny_resnet'): VICRegL {
   m.setup({ group: new SingleDeviceStrategy().group });
   return m;
 }
+
+/** The crop geometry of 6 samples' 3 views (top, left, height, width, flipped) in a 28 px source image. */
+const CROPS = [0, 1, 2].map((v) =>
+  Float32Array.from({ length: 6 * 5 }, (_, i) => (i % 5 === 4 ? (i + v) % 2 : i % 5 < 2 ? (i * 3 + v) % 9 : 10 + ((i * 7 + v * 5) % 18))),
+);
 
 const close = (a: number, b: number, rel = 1e-5) => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b), 1e-6);
 const value = (t: Tensor) => t.dataSync()[0]!;
@@ -86,10 +91,11 @@ describe('VICRegL', () => {
         const [b, h, w, f] = p.shape;
         return tf.reshape(m.mapsProjector.forward(tf.reshape(p, [b! * h! * w!, f!])), [b!, h! * w!, 4]) as tf.Tensor3D;
       });
-      const out = vicreglLoss(emb, local, { numMatches: [3, 2] });
+      const locations = CROPS.map((c, v) => mapLocations(c, perView[v]!.shape[1]!, perView[v]!.shape[2]!, true));
+      const out = vicreglLoss(emb, local, { numMatches: [3, 2], locations });
       return [out.loss, out.global, out.local].map(value);
     });
-    const out = m.trainingStep(views, labels);
+    const out = m.trainingStep(views, labels, { seed: 1, epoch: 0, indices: Int32Array.from([0, 1, 2, 3, 4, 5]), crops: CROPS });
     const got = ['loss', 'global_loss', 'local_loss'].map((k) => value(out.metrics[k]!));
     got.forEach((v, i) => assert.ok(close(v, expected[i]!), `${['loss', 'global_loss', 'local_loss'][i]}: ${v} vs ${expected[i]}`));
     assert.ok(close(got[0]!, 0.75 * got[1]! + 0.25 * got[2]!));
@@ -126,5 +132,54 @@ describe('VICRegL', () => {
       ...Object.values(withInvariance),
     ]);
     tf.dispose([...Object.values(apart), ...Object.values(apartNoInv)]);
+  });
+
+  it("mapLocations: the centres of the crop box's h x w cells in source pixels, row-major; a flipped view's columns mirrored (flipGrid), or not", () => {
+    const crops = Float32Array.of(2, 4, 8, 12, 1); // top 2, left 4, 8 x 12, flipped
+    const rows = [4, 8]; // 2 + (r + 0.5) * 8 / 2
+    const columns = [6, 10, 14]; // 4 + (c + 0.5) * 12 / 3
+    const grid = (cols: number[]) => rows.flatMap((r) => cols.flatMap((c) => [r, c]));
+    assert.deepEqual(Array.from(mapLocations(crops, 2, 3, false)), grid(columns));
+    assert.deepEqual(Array.from(mapLocations(crops, 2, 3, true)), grid([...columns].reverse()));
+    assert.deepEqual(Array.from(mapLocations(Float32Array.of(2, 4, 8, 12, 0), 2, 3, true)), grid(columns));
+  });
+
+  it('location matching pairs the cells that show the same pixels: a view and its mirror image, matched by position, have no local invariance term only when flipped grids are mirrored', () => {
+    const rng = new Rng(4);
+    const [z1, z2] = [0, 1].map(() => tf.tensor2d(rng.normalArray(8 * 6), [8, 6]));
+    // 8 samples, a 3x3 map of C = 3 per view; view 1 is view 0 flipped: its map's columns mirrored.
+    const map = tf.tensor4d(rng.normalArray(8 * 3 * 3 * 3), [8, 3, 3, 3]);
+    const mirrored = tf.reverse(map, 2);
+    const [m0, m1] = [map, mirrored].map((t) => tf.reshape(t, [8, 9, 3]) as tf.Tensor3D);
+    const box = (flipped: number) => Float32Array.from({ length: 8 * 5 }, (_, i) => [1, 2, 9, 9, flipped][i % 5]!);
+    const crops = [box(0), box(1)];
+    // Feature matching off in effect (invWeight 0 there is not separable), so compare the location half alone: with one
+    // match kept by features and all by position, the invariance of the mirrored grid vanishes only with flipGrid.
+    const local = (flip: boolean) =>
+      tf.tidy(() => {
+        const locations = crops.map((c) => mapLocations(c, 3, 3, flip));
+        const withInv = vicreglLoss([z1!, z2!], [m0, m1], { alpha: 0, numMatches: [9, 9], locations });
+        const noInv = vicreglLoss([z1!, z2!], [m0, m1], { alpha: 0, numMatches: [9, 9], locations, invWeight: 0 });
+        const featuresOnly = vicreglLoss([z1!, z2!], [m0, m1], { alpha: 0, numMatches: [9, 9] });
+        const featuresOnlyNoInv = vicreglLoss([z1!, z2!], [m0, m1], { alpha: 0, numMatches: [9, 9], invWeight: 0 });
+        // The invariance term of the location half: total invariance minus the feature half's.
+        return value(withInv.loss) - value(noInv.loss) - (value(featuresOnly.loss) - value(featuresOnlyNoInv.loss));
+      });
+    assert.ok(Math.abs(local(true)) < 1e-5, `mirrored grids: the location half's invariance is ${local(true)}`);
+    assert.ok(local(false) > 0.1, `unmirrored grids (the reference's --no-flip-grid 1): ${local(false)}`);
+    tf.dispose([z1!, z2!, map, mirrored, m0, m1]);
+  });
+
+  it('a step without crop geometry is refused in one line naming the way out; locationMatching=false trains by features alone', () => {
+    const m = build();
+    const views = [8, 8].map((s) => tf.zeros([4, s, s, 1]));
+    const labels = tf.tensor1d([0, 1, 2, 0], 'int32');
+    assert.throws(() => m.trainingStep(views, labels), /carries no crop geometry.*locationMatching=false/);
+    m.dispose();
+    const featuresOnly = build({ locationMatching: false });
+    const out = featuresOnly.trainingStep(views, labels);
+    assert.ok(Number.isFinite(value(out.loss)));
+    tf.dispose([out.loss, ...Object.values(out.metrics), ...views, labels]);
+    featuresOnly.dispose();
   });
 });

@@ -57,7 +57,7 @@ describe('verify/loss-case: reading ssl-loss-oracle/2 (and /1) files', () => {
   it('loads the committed cases: one per loss (and state variant), typed', () => {
     const file = loadLossCases(CASES_FILE);
     assert.equal(file.format, LOSS_CASE_FORMAT);
-    assert.equal(file.cases.length, 33);
+    assert.equal(file.cases.length, 34);
     assert.deepEqual([...new Set(file.cases.map((c) => c.loss))].sort(), [...CASE_LOSS_NAMES].sort());
     const moco = file.cases.find((c) => c.name === 'moco')!;
     assert.deepEqual(moco.inputs.query!.shape, [12, 8]);
@@ -131,7 +131,7 @@ describe('verify/loss-case: reading ssl-loss-oracle/2 (and /1) files', () => {
     const f = fresh();
     f.cases = f.cases.filter((c) => !['simclr', 'barlow', 'byol', 'vicreg'].includes(c.name as string));
     writeFileSync(join(dir, 'cases', 'a.json'), JSON.stringify(f));
-    assert.equal(loadLossCases(join(dir, 'cases')).cases.length, 29 + 4);
+    assert.equal(loadLossCases(join(dir, 'cases')).cases.length, 30 + 4);
     writeFileSync(join(dir, 'bad.json'), '{"format": ');
     fails(join(dir, 'bad.json'), /bad\.json: not valid JSON/);
     fails(join(dir, 'missing.json'), /missing\.json: cannot read the file \(ENOENT\)/);
@@ -148,10 +148,10 @@ describe('verify/loss-case: checkLossCases', () => {
     assert.equal(report.tolerance, 1e-4);
     const out = formatLossCaseReport(report);
     assert.ok(report.passed, out);
-    assert.equal(report.results.length, 33);
+    assert.equal(report.results.length, 34);
     for (const r of report.results) assert.ok(r.status === 'passed' && r.errors?.rankLoss === undefined, out);
     const lines = out.split('\n');
-    assert.equal(lines.length, 33 + 2, out);
+    assert.equal(lines.length, 34 + 2, out);
     assert.match(lines[0]!, /W = 1 process \(the whole batch\), tolerance 0\.0001/);
     assert.match(
       lines.find((l) => l.trim().startsWith('dino '))!,
@@ -161,7 +161,7 @@ describe('verify/loss-case: checkLossCases', () => {
       lines.find((l) => l.trim().startsWith('swav-queue'))!,
       /passed .*outputs error/,
     );
-    assert.equal(lines.at(-1), 'PASSED: 33 passed, 0 failed, 0 skipped');
+    assert.equal(lines.at(-1), 'PASSED: 34 passed, 0 failed, 0 skipped');
   });
 
   it('passes the example of docs/loss-case.md (DINO with its centre) at W = 1', () => {
@@ -231,12 +231,12 @@ describe('verify/loss-case: ssl-train verify --case (fast tier: one 2-rank launc
     assert.equal(status, 0, stdout + stderr);
     const lines = stdout.trim().split('\n');
     assert.match(lines[0]!, /W = 2 processes/);
-    assert.equal(lines.filter((l) => / passed .*per-rank loss error /.test(l)).length, 34, stdout);
+    assert.equal(lines.filter((l) => / passed .*per-rank loss error /.test(l)).length, 35, stdout);
     assert.match(
       lines.find((l) => l.trim().startsWith('dino-tiny'))!,
       /passed .*state-after error/,
     );
-    assert.equal(lines.at(-1), 'PASSED: 34 passed, 0 failed, 0 skipped');
+    assert.equal(lines.at(-1), 'PASSED: 35 passed, 0 failed, 0 skipped');
   });
 
   it('a malformed case file: one line naming the field, exit code 2 (a user error), no stack trace', () => {

@@ -175,10 +175,32 @@ function colorJitter(img: Float32Array, c: number, aug: ViewAugmentation, rng: R
 }
 
 /**
+ * Where a view came from in its source image: the RandomResizedCrop box (integers, in
+ * source-image pixels) that was resized to the view, and whether the view was horizontally
+ * flipped (after the crop). VICRegL matches locations across views with it.
+ */
+export interface CropGeometry {
+  /** First source row of the box. */
+  top: number;
+  /** First source column of the box. */
+  left: number;
+  /** Rows of the box (>= 1). */
+  height: number;
+  /** Columns of the box (>= 1). */
+  width: number;
+  /** Whether the view was flipped left-right. */
+  flipped: boolean;
+}
+
+/** Numbers per view and sample in {@link augmentBatch}'s `crops`: top, left, height, width, flipped (0 or 1). */
+export const CROP_FIELDS = 5;
+
+/**
  * Computes one augmented view of the image at `pixels[offset ..]` ([h, w, c] bytes) into
  * `out[outOffset .. outOffset + S*S*c]` as [S, S, c] normalised floats, drawing every random
  * number from `rng` (normally `Rng.keyed(seed, epoch, index, view)`). `aug` is assumed
- * valid (see {@link validateViewAugmentation}; the loaders validate once).
+ * valid (see {@link validateViewAugmentation}; the loaders validate once). Returns the crop
+ * box that was drawn and whether the view was flipped.
  */
 export function augmentViewInto(
   pixels: Uint8Array,
@@ -190,7 +212,7 @@ export function augmentViewInto(
   rng: Rng,
   out: Float32Array,
   outOffset: number,
-): void {
+): CropGeometry {
   const S = aug.cropSize;
   const box = randomResizedCropBox(h, w, aug.cropScale, aug.cropRatio ?? DEFAULT_RATIO, rng);
   const img = scratchF32(S * S * c);
@@ -202,8 +224,10 @@ export function augmentViewInto(
     gaussianBlur(img, S, S, c, rng.uniformIn(lo, hi));
   }
   if (rng.uniform() < aug.solarizationProb) solarize(img);
-  if (rng.uniform() < aug.hflipProb) hflip(img, S, S, c);
+  const flipped = rng.uniform() < aug.hflipProb;
+  if (flipped) hflip(img, S, S, c);
   normalizeInto(img, c, aug.mean, aug.std, out, outOffset);
+  return { top: box.top, left: box.left, height: box.height, width: box.width, flipped };
 }
 
 /**
@@ -216,9 +240,21 @@ export function augmentView(pixels: Uint8Array, offset: number, h: number, w: nu
   return out;
 }
 
+/** What {@link augmentBatch} returns. */
+export interface AugmentedViews {
+  /** One [B, S_v, S_v, C] array per view v: row k is view v of sample k. */
+  views: Float32Array[];
+  /**
+   * One [B, CROP_FIELDS] array per view v: row k is (top, left, height, width, flipped ? 1 : 0)
+   * of view v of sample k, the crop box in source-image pixels (see {@link CropGeometry}).
+   */
+  crops: Float32Array[];
+}
+
 /**
  * The views of a batch: for each view v, a [B, S_v, S_v, C] array whose row k is
- * view v of image `indices[k]`, drawn from `Rng.keyed(seed, epoch, indices[k], v)`.
+ * view v of image `indices[k]`, drawn from `Rng.keyed(seed, epoch, indices[k], v)`, and a
+ * [B, CROP_FIELDS] array whose row k is that view's crop box and flip (see {@link AugmentedViews}).
  * The image of sample k is row `rows[k]` of `source.pixels` ([rows, h, w, c]): by default
  * `indices[k]` (a whole in-memory dataset), or the batch's own row of decoded files.
  * Used identically by the loader's inline path and its worker threads.
@@ -230,21 +266,25 @@ export function augmentBatch(
   epoch: number,
   indices: ArrayLike<number>,
   rows: ArrayLike<number> = indices,
-): Float32Array[] {
+): AugmentedViews {
   const { height: h, width: w, channels: c } = source;
   const imageBytes = h * w * c;
   const out: Float32Array[] = [];
+  const crops: Float32Array[] = [];
   for (let v = 0; v < views.length; v++) {
     const aug = views[v];
     const viewSize = aug.cropSize * aug.cropSize * c;
     const arr = new Float32Array(indices.length * viewSize);
+    const geo = new Float32Array(indices.length * CROP_FIELDS);
     for (let k = 0; k < indices.length; k++) {
       const index = indices[k];
-      augmentViewInto(source.pixels, rows[k] * imageBytes, h, w, c, aug, Rng.keyed(seed, epoch, index, v), arr, k * viewSize);
+      const g = augmentViewInto(source.pixels, rows[k] * imageBytes, h, w, c, aug, Rng.keyed(seed, epoch, index, v), arr, k * viewSize);
+      geo.set([g.top, g.left, g.height, g.width, g.flipped ? 1 : 0], k * CROP_FIELDS);
     }
     out.push(arr);
+    crops.push(geo);
   }
-  return out;
+  return { views: out, crops };
 }
 
 // ---------------------------------------------------------------------------------------
