@@ -104,14 +104,16 @@ export class WMSE extends BaseMethod {
     this.pendingOrders = [...orders];
   }
 
-  /** The whiteningSize arg, or the largest divisor of `globalBatch` below it (said once per process, by rank 0). */
+  /** The whiteningSize arg, or the largest divisor of `globalBatch` below it (said once per job, by rank 0: see below). */
   private effectiveWhiteningSize(globalBatch: number, rank: number): number {
     const wanted = this.args.whiteningSize;
     let size = Math.min(wanted, globalBatch);
     while (size > 1 && globalBatch % size !== 0) size--;
     const note = `ssl-train: note: wmse's whitening size ${wanted} does not divide the global batch of ${globalBatch}; whitening sub-batches of ${size} rows instead`;
-    if (size !== wanted && rank === 0 && !NOTES_GIVEN.has(note)) {
-      console.warn(note); // stderr in Node, the console in a page
+    // A process says a note once, and only if its first loss call that meets it runs as rank 0: so
+    // verify's one-process runs on the other ranks (a group of one) stay silent, their W-rank run having met it first.
+    if (size !== wanted && !NOTES_GIVEN.has(note)) {
+      if (rank === 0) console.warn(note); // stderr in Node, the console in a page
       NOTES_GIVEN.add(note);
     }
     return size;

@@ -185,7 +185,7 @@ export const TABLE: Record<string, VerifyRow[]> = {
       check: (run) => {
         const note = "ssl-train: note: wmse's whitening size 10 does not divide the global batch of 24; whitening sub-batches of 8 rows instead";
         const said = run.stderr.flatMap((text) => text.split('\n')).filter((l) => l === note);
-        // Once by rank 0 (for its W-rank method, the one-process reference and the twins alike), never by the other ranks.
+        // Once by rank 0 (for its W-rank method and its one-process runs alike), never by the other ranks (their one-process runs included).
         assert.equal(said.length, 1, `wmse: the note was said ${said.length} times\n${run.stderr.join('\n')}`);
       },
     },
