@@ -141,6 +141,12 @@ export function buildProgram(): Command {
     )
     .option('--dump <dir>', "write each step's inputs, the one-process state before it and both gradients as .npy files (DIR/step-<k>/)")
     .option(
+      '--one-process-ranks <k>',
+      'ranks that run the one-process reference and its 4 twins on the global batch (1: rank 0 alone, the least memory; more: faster, each such rank holding a one-process model and a global batch)',
+      numberOrText,
+      1,
+    )
+    .option(
       '--case <file>',
       'check the loss functions against reference cases instead: an ssl-loss-oracle/2 JSON file (or /1), or a directory of them (docs/loss-case.md)',
     )
@@ -182,7 +188,10 @@ export function buildProgram(): Command {
       return;
     }
     const dump = typeof opts.dump === 'string' ? opts.dump : undefined;
-    const result = await runVerify(config, { steps, tolerance, roundoffFactor, dump }, worker);
+    const oneProcessRanks = opts.oneProcessRanks as number;
+    if (!Number.isInteger(oneProcessRanks) || oneProcessRanks < 1)
+      throw new UserError(`--one-process-ranks: ${JSON.stringify(oneProcessRanks)} is not allowed; expected an integer >= 1`);
+    const result = await runVerify(config, { steps, tolerance, roundoffFactor, dump, oneProcessRanks }, worker);
     if (result) {
       process.stdout.write(`${formatVerifyResult(result, config.method)}\n`);
       if (!result.passed) process.exitCode = 1;

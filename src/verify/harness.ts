@@ -81,6 +81,12 @@ export interface VerifyOptions {
   roundoffFactor: number;
   /** Directory for the first step's inputs, initial state and gradients as `.npy` files. */
   dump?: string;
+  /**
+   * How many ranks (the first ones, at most the world size) run the one-process reference and
+   * its twins (src/verify/one-process.ts); default 1: rank 0 alone. Each such rank holds a
+   * one-process model and steps the global batch, so memory grows with it.
+   */
+  oneProcessRanks?: number;
 }
 
 /**
@@ -113,9 +119,9 @@ interface OneProcessRun extends TaskRun {
  * same batches in another sample order, to measure how far two correct float32 runs of this
  * model drift apart; each W-rank difference must stay within `roundoffFactor` times the
  * largest difference of its kind and step between any two of the reference and its twins, or
- * within `tolerance` (src/verify/roundoff.ts explains why). The reference and the twins are
- * spread over the ranks, each starting from rank 0's state, and rank 0 compares
- * (src/verify/one-process.ts). Every run steps through the trainer's step sequence
+ * within `tolerance` (src/verify/roundoff.ts explains why). The reference and the twins run on
+ * rank 0, or spread over the first `oneProcessRanks` ranks, each from rank 0's state, and rank
+ * 0 compares (src/verify/one-process.ts). Every run steps through the trainer's step sequence
  * (src/trainer/step.ts: hooks, scheduler, sync, adjustment, update) with the method's schedule
  * spanning the `steps` compared and no warmup: the full learning rate at the first step, so
  * parameter differences show, then its cosine decay (and a `weightDecayEnd` schedule) as the
@@ -158,7 +164,8 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   const ddpLoader = loaderFor(localBatch, strategy.sampler({ length: experiment.train.length, seed: config.seed, localBatch, dropLast: true }));
 
   // This rank's one-process runs (src/verify/one-process.ts): one model, stepped once per run.
-  const myRuns = runsOfRank(group.rank, worldSize);
+  const spread = Math.min(options.oneProcessRanks ?? 1, worldSize);
+  const myRuns = runsOfRank(group.rank, spread);
   const one = myRuns.length > 0 ? oneProcessRun() : undefined;
   // Every run records its decisions; the one-process runs replay the W-rank run's (src/verify/decisions.ts).
   const ddpDecisions = attachRecorder(distributed);
@@ -177,13 +184,13 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
       // W-rank state (model and optimizer), each twin's then moved by one ulp. So a step's
       // differences are that step's own, not earlier steps' round-off carried along and grown
       // at the learning rate (src/verify/roundoff.ts).
-      const start = shareRunState(group.rank === 0 ? await runState(ddpRun) : undefined, group);
+      const start = shareRunState(group.rank === 0 ? await runState(ddpRun) : undefined, group, spread);
       const ddpOut = await step(ddpRun, await stepBatches(ddpLoader, s, accumulate, perEpoch), atStart);
       const ranksCalls = gatherDecisions(await ddpDecisions.takeStep(), group);
       const mine = new Map<number, OneProcessOut>();
       let refCalls: DecisionCall[] = [];
       let batches: MultiViewBatch[] = [];
-      if (one && referenceLoader && oneDecisions) {
+      if (one && referenceLoader && oneDecisions && start) {
         batches = await stepBatches(referenceLoader, s, accumulate, perEpoch);
         for (const j of myRuns) {
           loadRunState(start, one);
@@ -204,7 +211,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
           mine.set(j, { ...out, state: await stateArrays(one.method), calls, orders, unmatched });
         }
       }
-      const outs = collectOnRankZero(mine, group);
+      const outs = collectOnRankZero(mine, group, spread);
       if (!outs) continue;
       const [refOut, ...twinOuts] = outs as [OneProcessOut, ...OneProcessOut[]];
       const matched = outs.every((o) => !o.unmatched);

@@ -1,11 +1,13 @@
 /**
- * `verify`'s one-process runs spread over the ranks: after each W-rank step, the reference
- * (run 0) and its round-off twins (runs 1 to {@link ROUNDOFF_TWINS}) each take the step on the
- * whole global batch, run j on rank j mod W, every one from rank 0's state before the step;
+ * `verify`'s one-process runs, on rank 0 or spread over the first k ranks (`--one-process-ranks
+ * k`): after each W-rank step, the reference (run 0) and its round-off twins (runs 1 to
+ * {@link ROUNDOFF_TWINS}) each take the step on the whole global batch, run j on rank j mod k,
+ * every one from rank 0's state before the step;
  * rank 0 then receives every run's result (loss, gradients, state after, decisions) and
  * compares. Each rank holds one one-process model and optimizer besides its W-rank one,
- * stepped once per run it owns (no copy per twin), and on W ranks the runs take the time of
- * ceil(5 / W) full-batch steps instead of 5. Where a run takes place changes no bit of its
+ * stepped once per run it owns (no copy per twin), and over k ranks the runs take the time of
+ * ceil(5 / k) full-batch steps instead of 5, for k times the memory of one (on one host: every
+ * such rank holds a global batch's activations). Where a run takes place changes no bit of its
  * result: each rank runs the same code from the same state with the same thread count.
  */
 import type { ProcessGroup } from '../core/process-group.js';
@@ -17,9 +19,9 @@ import type { HostTensor, RunState, StateArrays, StepResult } from './steps.js';
 /** The one-process runs of a step: the reference and its twins. */
 export const ONE_PROCESS_RUNS = 1 + ROUNDOFF_TWINS;
 
-/** The one-process runs (0: the reference, t + 1: twin t) that `rank` of `worldSize` takes. */
-export function runsOfRank(rank: number, worldSize: number): number[] {
-  return Array.from({ length: ONE_PROCESS_RUNS }, (_, j) => j).filter((j) => j % worldSize === rank);
+/** The one-process runs (0: the reference, t + 1: twin t) that `rank` takes when the first `spread` ranks run them. */
+export function runsOfRank(rank: number, spread: number): number[] {
+  return Array.from({ length: ONE_PROCESS_RUNS }, (_, j) => j).filter((j) => j % spread === rank);
 }
 
 /** A one-process run's step as rank 0 compares it: loss, gradients, state after, decisions. */
@@ -33,9 +35,9 @@ export interface OneProcessOut extends StepResult {
   unmatched: boolean;
 }
 
-/** Rank 0's `state` on every rank (every rank calls it; rank 0 passes its state). */
-export function shareRunState(state: RunState | undefined, group: ProcessGroup): RunState {
-  if (group.worldSize === 1) return state!;
+/** Rank 0's `state` on every rank when the first `spread` ranks run one-process runs (every rank calls it; rank 0 passes its state). */
+export function shareRunState(state: RunState | undefined, group: ProcessGroup, spread: number): RunState | undefined {
+  if (group.worldSize === 1 || spread === 1) return state;
   type Header = { model: Array<[string, number[]]>; slots: Array<[string, number[]]>; meta: unknown };
   const entries = (tensors: Record<string, HostTensor>) => Object.entries(tensors);
   const message =
@@ -61,13 +63,13 @@ export function shareRunState(state: RunState | undefined, group: ProcessGroup):
 
 /**
  * Every one-process run's result on rank 0, in run order (undefined on the other ranks). Every
- * rank calls it with the results of the runs it owns ({@link runsOfRank}); each run owned by
- * another rank than 0 travels in one broadcast from its owner.
+ * rank calls it with the results of the runs it owns ({@link runsOfRank} of `spread`); each run
+ * owned by another rank than 0 travels in one broadcast from its owner.
  */
-export function collectOnRankZero(mine: Map<number, OneProcessOut>, group: ProcessGroup): OneProcessOut[] | undefined {
+export function collectOnRankZero(mine: Map<number, OneProcessOut>, group: ProcessGroup, spread: number): OneProcessOut[] | undefined {
   const outs: OneProcessOut[] = [];
   for (let j = 0; j < ONE_PROCESS_RUNS; j++) {
-    const owner = j % group.worldSize;
+    const owner = j % spread;
     if (owner === 0) {
       if (group.rank === 0) outs.push(mine.get(j)!);
       continue;

@@ -28,6 +28,7 @@ describe('verify: one-process runs over the ranks', function () {
   it('runsOfRank gives each of the reference and its twins one rank, the reference rank 0, and no rank more than ceil(runs / W)', () => {
     for (let W = 1; W <= 7; W++) {
       const owned = Array.from({ length: W }, (_, r) => runsOfRank(r, W));
+      assert.deepEqual(runsOfRank(0, 1), [0, 1, 2, 3, 4], 'spread 1 (the default): rank 0 runs all');
       assert.deepEqual(
         owned.flat().sort(),
         Array.from({ length: ONE_PROCESS_RUNS }, (_, j) => j),
@@ -37,7 +38,7 @@ describe('verify: one-process runs over the ranks', function () {
     }
   });
 
-  it("step 1's bounds (the reference's and its twins' spread) are the same on 1, 2 and 3 ranks (to the printed digits), the runs owned by different ranks", () => {
+  it("step 1's bounds (the reference's and its twins' spread) are the same on 1 rank and spread over 2 and 3 (--one-process-ranks; to the printed digits)", () => {
     // SwAV with its queue from the first step: float and int32 state (bank, pointer) travel too.
     // At step 1 every one-process run starts from the initial state whatever W is, so its
     // results may not depend on which rank ran them. One thread per rank on every W.
@@ -71,7 +72,7 @@ describe('verify: one-process runs over the ranks', function () {
       ]),
     ];
     const bounds = [1, 2, 3].map((W) => {
-      const { stdout, stderr } = runCli([...args, '--devices', String(W)], 100_000, { SSL_ZOO_NUM_THREADS: '1' });
+      const { stdout, stderr } = runCli([...args, '--devices', String(W), '--one-process-ranks', String(W)], 100_000, { SSL_ZOO_NUM_THREADS: '1' });
       const row = stdout.split('\n').find((l) => l.startsWith('1 '));
       assert.ok(row, `W=${W}: no step-1 row\n${stdout}${stderr}`);
       // The cells are `difference / bound`; keep the bounds (loss, gradients, parameters, queues).
@@ -85,5 +86,11 @@ describe('verify: one-process runs over the ranks', function () {
     );
     assert.deepEqual(bounds[1], bounds[0]);
     assert.deepEqual(bounds[2], bounds[0]);
+  });
+
+  it('--one-process-ranks other than an integer >= 1 is one line, exit 2', () => {
+    const { status, stderr } = runCli(['verify', '--method', 'simclr', '--backbone', 'mlp', '--dataset', 'synthetic', '--one-process-ranks', '0']);
+    assert.equal(status, 2, stderr);
+    assert.equal(stderr.trim(), 'ssl-train: error: --one-process-ranks: 0 is not allowed; expected an integer >= 1');
   });
 });
