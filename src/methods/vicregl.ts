@@ -48,10 +48,12 @@ export class VICRegL extends BaseMethod {
       description: 'locations of view i kept by the matching to view j (the closest)',
     },
     matchesBack: { kind: 'int', default: VICREGL_DEFAULTS.numMatches[1], ge: 1, description: 'locations of view j kept by the matching back to view i' },
+    // Not the reference's default (1): every location matched by features carries its own [C, C] covariance, and with all
+    // of them a 2-rank run of the defaults (resnet18, C = 512, batch 256) took a rank past 12 GB.
     l2AllMatches: {
       kind: 'bool',
-      default: VICREGL_DEFAULTS.l2AllMatches,
-      description: 'true: the feature matching keeps every location (the reference); false: matchesThere / matchesBack of them',
+      default: false,
+      description: 'true: the feature matching keeps every location (the reference default, about twice the memory); false: matchesThere / matchesBack of them',
     },
     locationMatching: {
       kind: 'bool',

@@ -59,6 +59,8 @@ describe('VICRegL', () => {
       [0.75, 25, 25, 1, 20, 4, 512, 512, 2048, 2048],
     );
     assert.deepEqual(VICRegL.optimDefaults, { optimizer: 'lars', lr: 0.3, classifierLr: 0.1, weightDecay: 1e-6 });
+    // Both matchings, a flipped grid mirrored, the feature matching keeping 20 and 4 (not the reference's every location: memory).
+    assert.deepEqual([d.locationMatching, d.flipGrid, d.l2AllMatches], [true, true, false]);
     assert.deepEqual([VICRegL.crops.globalCrops, VICRegL.crops.multiCrop, VICRegL.viewRecipe], [2, true, 'vicreg']);
   });
 
@@ -92,7 +94,7 @@ describe('VICRegL', () => {
         return tf.reshape(m.mapsProjector.forward(tf.reshape(p, [b! * h! * w!, f!])), [b!, h! * w!, 4]) as tf.Tensor3D;
       });
       const locations = CROPS.map((c, v) => mapLocations(c, perView[v]!.shape[1]!, perView[v]!.shape[2]!, true));
-      const out = vicreglLoss(emb, local, { numMatches: [3, 2], locations });
+      const out = vicreglLoss(emb, local, { numMatches: [3, 2], l2AllMatches: false, locations });
       return [out.loss, out.global, out.local].map(value);
     });
     const out = m.trainingStep(views, labels, { seed: 1, epoch: 0, indices: Int32Array.from([0, 1, 2, 3, 4, 5]), crops: CROPS });
