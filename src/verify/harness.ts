@@ -91,10 +91,11 @@ export interface VerifyOptions {
 
 /**
  * The collective timeout of `verify`'s W-rank run for `--timeout` seconds: after each step
- * the ranks run the one-process reference and its {@link ROUNDOFF_TWINS} twins on the whole
- * global batch (src/verify/one-process.ts: ceil(5 / W) each), and a rank with fewer runs waits
- * in the next collective for the others, so ranks may wait that many full-batch steps more
- * than in training (MAE with all defaults: minutes on 2 cores, beyond the 300 s default).
+ * rank 0 runs the one-process reference and its {@link ROUNDOFF_TWINS} twins on the whole
+ * global batch (or the first `--one-process-ranks` ranks share them: src/verify/one-process.ts),
+ * and a rank with fewer runs waits in the next collective for the others, so ranks may wait
+ * that many full-batch steps more than in training (MAE with all defaults: minutes on 2 cores,
+ * beyond the 300 s default).
  */
 export function verifyTimeoutMs(timeoutSec: number): number {
   return timeoutSec * 1000 * (2 + ROUNDOFF_TWINS);

@@ -71,9 +71,7 @@ export type StateArrays = Record<string, Float32Array | Int32Array>;
 
 /** `method`'s state (`stateDict()`: parameters, buffers, queues), copied to this process's memory. */
 export async function stateArrays(method: BaseMethod): Promise<StateArrays> {
-  const entries = Object.entries(method.stateDict());
-  const values = await Promise.all(entries.map(([, t]) => t.data()));
-  return Object.fromEntries(entries.map(([name], i) => [name, (values[i] as Float32Array | Int32Array).slice()]));
+  return Object.fromEntries(Object.entries(await hostTensors(method.stateDict())).map(([name, t]) => [name, t.values]));
 }
 
 /** A tensor read back: its values (flattened) and shape. */
@@ -90,6 +88,7 @@ export interface RunState {
   meta: unknown;
 }
 
+/** `tensors` read back, each value copied (on the CPU engines `data()` can return the backend's own array, which in-place kernels write). */
 async function hostTensors(tensors: Record<string, Tensor>): Promise<Record<string, HostTensor>> {
   const entries = Object.entries(tensors);
   const values = await Promise.all(entries.map(([, t]) => t.data()));
