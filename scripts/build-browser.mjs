@@ -7,8 +7,10 @@
 // A module `x.js` with a sibling `x.browser.js` is replaced by it (the platform seams: the
 // engine, tfjs's gradient registration, image files). Prints the bundle's size, and fails
 // (exit 1) when anything in the bundle resolves to a Node built-in, naming what imports it.
+// Each file is written beside its final name and renamed into place: a reader (`ssl-train
+// serve`, a test) sees the previous bundle or the new one, never half of one.
 import { build } from 'esbuild';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -70,7 +72,7 @@ const common = {
 
 /** Bundles, then fails on a Node built-in import or prints the bundle's size. */
 async function bundle(options) {
-  const result = await build({ ...common, ...options }).catch(() => process.exit(1));
+  const result = await build({ ...common, ...options, write: false }).catch(() => process.exit(1));
   const offending = Object.entries(result.metafile.inputs).flatMap(([file, input]) =>
     input.imports.filter((i) => NODE_BUILTINS.has(i.path) || i.path.startsWith('node:')).map((i) => `${file} imports ${i.path}`),
   );
@@ -78,8 +80,15 @@ async function bundle(options) {
     console.error(`build-browser: error: the browser bundle imports ${offending.length} Node built-in(s):\n  ${offending.join('\n  ')}`);
     process.exit(1);
   }
-  const bytes = statSync(options.outfile).size;
-  const gzipped = gzipSync(readFileSync(options.outfile)).length;
+  mkdirSync(dirname(options.outfile), { recursive: true });
+  for (const file of result.outputFiles) {
+    const partial = `${file.path}.${process.pid}.partial`;
+    writeFileSync(partial, file.contents);
+    renameSync(partial, file.path);
+  }
+  const code = result.outputFiles.find((file) => file.path === options.outfile).contents;
+  const bytes = code.length;
+  const gzipped = gzipSync(code).length;
   const mb = (n) => `${(n / 1e6).toFixed(2)} MB`;
   console.log(
     `${relative(root, options.outfile)}: ${mb(bytes)} (${mb(gzipped)} gzipped), ${Object.keys(result.metafile.inputs).length} modules, no Node built-in`,

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Command, CommanderError, Option } from 'commander';
 import { container } from 'tsyringe';
 import { invalidValue, TrainingFailure, unwrappedIoFailure, UserError } from '../core/errors.js';
+import { packageVersion } from '../core/package-root.js';
 import type { BackendChoice } from '../core/engine.js';
 import type { ArgValue } from '../methods/args.js';
 import { describeMethods } from '../methods/registry.js';
@@ -100,6 +101,7 @@ function engineAgainstOption(opts: Record<string, unknown>, config: TrainConfig)
 export function buildProgram(): Command {
   const program = new Command('ssl-train')
     .description('Self-supervised visual representation learning: pre-train SimCLR, Barlow Twins, BYOL, ... on one or many processes')
+    .version(packageVersion(), '-V, --version', 'print the ssl-zoo version')
     .showHelpAfterError(false)
     .enablePositionalOptions()
     .configureOutput({ writeErr: (s) => process.stderr.write(s), outputError: (message, write) => write(`ssl-train: ${message}`) })

@@ -23,3 +23,8 @@ export function packageRoot(): string {
     dir = parent;
   }
 }
+
+/** The installed ssl-zoo package's version (its package.json's). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+}

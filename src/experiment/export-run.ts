@@ -5,11 +5,11 @@
  * export leaves nothing half written.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { engineInfo, initEngine } from '../core/engine.js';
 import { invalidValue, UserError } from '../core/errors.js';
 import { childLayer } from '../core/layers.js';
-import { packageRoot } from '../core/package-root.js';
+import { packageVersion } from '../core/package-root.js';
 import { tf } from '../core/tf.js';
 import { evalTransform } from '../data/augment/recipes.js';
 import { findLatestCheckpoint, loadCheckpoint, savedProgress, withoutPrefix } from '../trainer/checkpoint.js';
@@ -34,11 +34,6 @@ export interface ExportResult {
   out: string;
   files: string[];
   spec: ExportedSpec;
-}
-
-/** The version of the installed ssl-zoo package. */
-export function sslZooVersion(): string {
-  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 /** Checks the flags before anything is loaded. */
@@ -103,7 +98,7 @@ export async function exportRun(runDir: string, options: ExportOptions): Promise
     const source = { runDir: resolve(runDir), method: config.method, dataset: config.dataset, checkpoint: basename(search.latest.path), step };
     const exported = { backbone: method.backbone, projector, name: config.backbone, inChannels: train.channels, imageSize: train.height };
     const written = writeExport(
-      { ...exported, cifarStem: experiment.cifarStem, norm: config.norm, mean, std, sslZooVersion: sslZooVersion(), source },
+      { ...exported, cifarStem: experiment.cifarStem, norm: config.norm, mean, std, sslZooVersion: packageVersion(), source },
       format,
       options.out,
     );

@@ -1,12 +1,12 @@
 import 'reflect-metadata';
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import { initEngine, type BackendChoice, type EngineInfo } from '../core/engine.js';
 import { checkGpuAdapters, type GpuSelection } from '../core/webgpu.js';
 import { invalidValue, UserError } from '../core/errors.js';
+import { packageRoot, packageVersion } from '../core/package-root.js';
 import { transformerBlocks } from '../core/transformer.js';
 import { formatCrops } from '../data/augment/crops.js';
 import { evalTransform } from '../data/augment/recipes.js';
@@ -61,15 +61,9 @@ export interface RunOptions {
   stop?: StopRequest;
 }
 
-const packageRoot = new URL('../../../', import.meta.url);
-
-function packageVersion(): string {
-  return (JSON.parse(readFileSync(new URL('package.json', packageRoot), 'utf8')) as { version: string }).version;
-}
-
 function gitCommit(): string | undefined {
   try {
-    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packageRoot, stdio: ['ignore', 'pipe', 'ignore'] })
+    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packageRoot(), stdio: ['ignore', 'pipe', 'ignore'] })
       .toString()
       .trim();
   } catch {
