@@ -2,8 +2,7 @@
 // Bundles ssl-zoo for browsers (docs/browser.md): dist/src/browser.js (tsc's output; run
 // `npm run build` first) to dist/browser/ssl-zoo.js, an ES module with its sourcemap
 // (`node scripts/build-browser.mjs [entry] [outfile]` bundles another entry: the tests), and
-// umap-js to dist/browser/umap.js for the training page's UMAP, and the augmentation alone to
-// dist/browser/augment.js for the page's augmentation worker.
+// umap-js to dist/browser/umap.js for the training page's UMAP.
 // A module `x.js` with a sibling `x.browser.js` is replaced by it (the platform seams: the
 // engine, tfjs's gradient registration, image files). Prints the bundle's size, and fails
 // (exit 1) when anything in the bundle resolves to a Node built-in, naming what imports it.
@@ -102,6 +101,4 @@ if (process.argv[2] === undefined) {
     stdin: { contents: "export { UMAP } from 'umap-js';", resolveDir: root, sourcefile: 'umap-entry.js' },
     outfile: join(dirname(outfile), 'umap.js'),
   });
-  // The page's augmentation worker (examples/browser/augment-worker.js): the keyed augmentation alone, no tfjs.
-  await bundle({ entryPoints: [join(sources, 'data', 'augment', 'views.js')], outfile: join(dirname(outfile), 'augment.js') });
 }

@@ -6,18 +6,23 @@
  * backbone. Everything runs here; the page fetches only its own files, at load.
  */
 import * as zoo from './ssl-zoo.js';
-import { TrainingSession } from './session.js';
+import { SessionClient } from './session-client.js';
+import { createSessionHost } from './session-host.js';
 import { decodeImages, entryFiles, handleFiles, imageEntries, inputFiles } from './images.js';
 import { clearRun, loadRun, saveRun } from './store.js';
 import { drawChart } from './chart.js';
 import { drawScatter, knnLeaveOneOut, probeRows, umap2d } from './probe.js';
-import { LINEAR_PROBE_DEFAULTS, linearProbe } from './linear-probe.js';
-import { WorkerAugmenter } from './augmenter.js';
+import { LINEAR_PROBE_DEFAULTS } from './linear-probe.js';
 
 const $ = (id) => document.getElementById(id);
-/** What the page holds; `window.sslPage` exposes it (the browser test reads it). */
-const state = { entries: [], images: undefined, session: undefined, history: [], running: false, engine: undefined, error: undefined, probe: undefined };
-state.augmenter = undefined;
+/**
+ * What the page holds; `window.sslPage` exposes it (the browser test reads it). `worker` is
+ * the training worker's client (undefined where none started), `trainer` the client of where
+ * the run lives (the worker, or this thread with the box unticked), chosen when the engine
+ * starts; `session` is `trainer` once it holds a run.
+ */
+const state = { entries: [], images: undefined, worker: undefined, trainer: undefined, session: undefined, history: [], running: false, engine: undefined };
+Object.assign(state, { error: undefined, probe: undefined });
 
 function status(text) {
   $('status').textContent = text;
@@ -100,7 +105,7 @@ async function probe() {
     `k = ${knn.k}, cosine similarity); the UMAP of the same features, coloured by class:`;
   $('linear-status').textContent = `Training the linear probe at step ${step}…`;
   const settings = { ...LINEAR_PROBE_DEFAULTS, seed: session.settings.seed };
-  const linear = await linearProbe(zoo, { values, dim }, labels, images.classNames.length, settings);
+  const linear = await session.linearProbe({ values, dim }, labels, images.classNames.length, settings);
   state.probe.linear = { ...linear, settings };
   $('linear-status').textContent =
     `Linear probe top-1 ${linear.testAccuracy.toFixed(3)} at step ${step} on ${linear.testImages} test images ` +
@@ -108,8 +113,13 @@ async function probe() {
     `${settings.epochs} epochs of SGD, batch ${linear.batchSize}, lr ${settings.lr}, cosine; training top-1 ${linear.trainAccuracy.toFixed(3)}).`;
 }
 
+/** Starts the chosen engine where the run lives (the worker, unless unticked), once; the backend in use. */
 async function engine() {
-  if (!state.engine) state.engine = (await zoo.initEngine($('engine').value)).backend;
+  if (!state.trainer) {
+    state.trainer = state.worker && $('use-worker').checked ? state.worker : SessionClient.onPage(createSessionHost());
+    $('use-worker').disabled = true;
+  }
+  state.engine ??= await state.trainer.engine($('engine').value);
   return state.engine;
 }
 
@@ -120,7 +130,7 @@ async function useFiles(files) {
     $('data-status').textContent = 'No images (png, jpg, jpeg, webp) in that folder.';
     return;
   }
-  state.session?.dispose();
+  await state.session?.dispose();
   state.session = undefined;
   state.history = [];
   const { images, skipped } = await decodeImages(state.entries, Number($('image-size').value), (done, total) => {
@@ -162,16 +172,16 @@ function nextFrame() {
 async function train() {
   try {
     await engine();
-    if (!state.session) state.session = TrainingSession.create(zoo, settings(), state.images);
+    if (!state.session) {
+      await state.trainer.create(settings(), state.images);
+      state.session = state.trainer;
+    }
     const session = state.session;
     state.running = true;
     refreshButtons();
     const pauseAt = Number($('pause-at').value) || Infinity;
-    const { augmenter, images } = state;
-    // Augmentation in the worker, or (unticked, or no worker here) on this thread between steps.
-    const augment = augmenter && $('use-worker').checked ? (indices, epoch) => augmenter.augment(images, session, indices, epoch) : undefined;
     while (state.running && !session.finished && session.step < pauseAt) {
-      const result = await session.trainStep(augment);
+      const result = await session.trainStep();
       state.history.push(result);
       status(
         `Step ${result.step} / ${session.totalSteps} (epoch ${result.epoch + 1}), loss ${result.loss.toFixed(4)}, ${result.imagesPerSecond.toFixed(1)} images/s on ${state.engine}`,
@@ -183,7 +193,7 @@ async function train() {
     state.trainEnded = performance.now();
     await save();
     status(`${session.finished ? 'Finished' : 'Paused'} at step ${session.step} / ${session.totalSteps}; saved in this browser.`);
-    $('node-command').textContent = `Continue in Node: ${session.nodeCommand('page.ckpt', 'DIR')}`;
+    $('node-command').textContent = `Continue in Node: ${await session.nodeCommand('page.ckpt', 'DIR')}`;
     if (labelled(state.images)) await probe();
   } catch (e) {
     state.running = false;
@@ -211,9 +221,9 @@ async function downloadCheckpoint() {
 }
 
 /** Offers the backbone's tfjs export (`ssl-train export --format tfjs`'s files) as downloads. */
-function exportBackbone() {
+async function exportBackbone() {
   const step = state.session.step;
-  for (const [name, content] of state.session.exportTfjs()) {
+  for (const [name, content] of await state.session.exportTfjs()) {
     const type = name.endsWith('.json') ? 'application/json' : 'application/octet-stream';
     offerDownload(name, typeof content === 'string' ? new TextEncoder().encode(content) : content, type).dataset.export = `step ${step}`;
   }
@@ -224,9 +234,9 @@ async function loadCheckpoint(file) {
   try {
     if (!state.images) throw new Error('pick the folder of images first (the checkpoint holds the weights, not the images)');
     await engine();
-    const session = await TrainingSession.resume(zoo, new Uint8Array(await file.arrayBuffer()), state.images);
-    state.session?.dispose();
-    state.session = session;
+    await state.trainer.resume(new Uint8Array(await file.arrayBuffer()), state.images);
+    state.session = state.trainer;
+    const session = state.session;
     state.history = [];
     for (const [id, key] of [
       ['method', 'method'],
@@ -259,7 +269,8 @@ async function offerResume() {
       await engine();
       state.images = saved.images;
       state.history = saved.history;
-      state.session = await TrainingSession.resume(zoo, saved.checkpoint, saved.images);
+      await state.trainer.resume(saved.checkpoint, saved.images);
+      state.session = state.trainer;
       $('image-size').value = saved.images.size;
       $('data-status').textContent = `${saved.images.length} images from the saved run (kept in this browser).`;
       status(`Restored step ${state.session.step} / ${state.session.totalSteps}.`);
@@ -310,28 +321,25 @@ function setUp() {
     state.running = false;
   });
   $('download-checkpoint').addEventListener('click', () => downloadCheckpoint().catch(fail));
-  $('export').addEventListener('click', () => {
-    try {
-      exportBackbone();
-    } catch (e) {
-      fail(e);
-    }
-  });
+  $('export').addEventListener('click', () => exportBackbone().catch(fail));
   $('probe').addEventListener('click', () => probe().catch(fail));
   $('load-checkpoint').addEventListener('change', () => loadCheckpoint($('load-checkpoint').files[0]));
   drawChart($('chart'), state.history);
   refreshButtons();
 }
 
-/** Sets the page up, starts the augmentation worker, then exposes the page's state as `window.sslPage` (the browser test waits for it) and offers a saved run. */
+/**
+ * Sets the page up, starts the training worker (at load: the page fetches nothing later), then
+ * exposes the page's state as `window.sslPage` (the browser test waits for it) and offers a saved run.
+ */
 async function start() {
   setUp();
   try {
-    state.augmenter = await WorkerAugmenter.start();
+    state.worker = await SessionClient.inWorker();
   } catch (e) {
     $('use-worker').checked = false;
     $('use-worker').disabled = true;
-    $('worker-note').textContent = ` (${e.message}: augmentation runs on the page's thread)`;
+    $('worker-note').textContent = ` (${e.message}: the run trains on the page's thread)`;
   }
   window.sslPage = state;
   await offerResume();

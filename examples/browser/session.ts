@@ -169,13 +169,13 @@ export class TrainingSession {
     return this.progress.step >= this.totalSteps;
   }
 
-  /** One optimizer step on the next batch of the epoch (views augmented by `augment`, default: here, on this thread). */
-  async trainStep(augment: ViewsMaker = (indices, epoch) => this.augmentViews(indices, epoch)): Promise<StepResult> {
+  /** One optimizer step on the next batch of the epoch (its views augmented here, on this thread). */
+  async trainStep(): Promise<StepResult> {
     const started = performance.now();
     const { batchSize, seed } = this.settings;
     const p = this.progress;
     const indices = this.sampler.indices(p.epoch).slice(p.batchInEpoch * batchSize, (p.batchInEpoch + 1) * batchSize);
-    const { views, crops } = await augment(indices, p.epoch);
+    const { views, crops } = this.zoo.augmentBatch(this.dataset, this.views, seed, p.epoch, indices);
     const c = this.dataset.channels;
     const shapes = this.views.map((v) => [batchSize, v.cropSize, v.cropSize, c] as [number, number, number, number]);
     const labels = Int32Array.from(indices, (i) => this.dataset.labels[i]);
@@ -196,16 +196,6 @@ export class TrainingSession {
     const seconds = (performance.now() - started) / 1000;
     this.wallTimeSec += seconds;
     return { step: p.step, epoch, loss, imagesPerSecond: batchSize / Math.max(seconds, 1e-9) };
-  }
-
-  /** The training views of dataset rows `indices` in `epoch` and their crop boxes (the trainer's keyed augmentation). */
-  augmentViews(indices: Int32Array, epoch: number): Zoo.AugmentedViews {
-    return this.zoo.augmentBatch(this.dataset, this.views, this.settings.seed, epoch, indices);
-  }
-
-  /** What a worker needs to augment as {@link augmentViews} does: the views and the seed. */
-  augmentation(): { views: Zoo.ViewAugmentation[]; seed: number } {
-    return { views: this.views, seed: this.settings.seed };
   }
 
   /** The run as checkpoint bytes: the trainer's tensors (`model/`, `optimizer/`) and metadata. */
@@ -334,9 +324,6 @@ export class TrainingSession {
     this.wallTimeSec = typeof data.meta.wallTimeSec === 'number' ? data.meta.wallTimeSec : 0;
   }
 }
-
-/** Makes the training views of a batch and their crop boxes: dataset rows `indices` of `epoch` (see augmentBatch). */
-export type ViewsMaker = (indices: Int32Array, epoch: number) => Zoo.AugmentedViews | Promise<Zoo.AugmentedViews>;
 
 /** The settings a checkpoint's `config` records, checked against the images they continue on. */
 function settingsOf(zoo: Library, meta: Record<string, unknown>, images: PixelImages): RunSettings {

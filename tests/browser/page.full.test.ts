@@ -100,9 +100,9 @@ describe('the training page in headless Chromium', function () {
     assert.ok(mean(losses.slice(-5)) < mean(losses.slice(0, 5)), `losses ${losses.map((l) => l.toFixed(3)).join(' ')}`);
     assert.deepEqual(requests.slice(loaded), [], 'no request after load');
     assert.deepEqual(errors, []);
-    // It trained on WebGPU: the page's engine, and the model's tensors in GPU buffers (the bundle, already loaded, imported again: no request).
-    assert.equal(await page.evaluate('sslPage.engine'), 'webgpu');
-    const gpuBytes = (await page.evaluate("import('./ssl-zoo.js').then((zoo) => zoo.tf.memory().numBytesInGPU ?? 0)")) as number;
+    // It trained on WebGPU, in the page's worker: the engine there, and the model's tensors in GPU buffers.
+    assert.deepEqual(await page.evaluate('[sslPage.engine, sslPage.session.thread]'), ['webgpu', 'worker']);
+    const gpuBytes = (await page.evaluate('sslPage.session.memory().then((memory) => memory.numBytesInGPU ?? 0)')) as number;
     assert.ok(gpuBytes > 0, `tensors in GPU buffers: ${gpuBytes} bytes`);
 
     // The checkpoint the page offers continues in Node.
