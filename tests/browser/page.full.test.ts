@@ -8,6 +8,7 @@
  * same probes computed here, and a Node `last.ckpt` loads into the page (on the JS cpu backend).
  */
 import { strict as assert } from 'node:assert';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
@@ -15,6 +16,7 @@ import * as zoo from '../../src/browser.js';
 import { relativeDiff, runTfjs, TOLERANCE } from '../export/helpers.js';
 import { readNpy } from '../helpers/npy.js';
 import { runCli } from '../helpers/run.js';
+import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
 import { ORIGIN } from './bundle.js';
 import { click, downloadCheckpoint, downloadExport, folderPixels, openTrainingPage, pageState, waitForStatus, waitForText, pageSuite } from './page-helpers.js';
 import { referenceLinearProbe } from './page-probe-reference.js';
@@ -118,6 +120,14 @@ describe('the training page in headless Chromium', function () {
     // The backbone the page exports (its downloads) gives ssl-train embed's features of the page's checkpoint.
     const exported = join(suite.dir, 'export');
     assert.deepEqual((await downloadExport(page, exported)).sort(), ['group1-shard1of1.bin', 'model.json', 'ssl-zoo.json']);
+    // Its batch-norm update counts (ssl-zoo.json) are the checkpoint's, not zeros of a synchronous GPU read.
+    const exportedCounts = Object.entries(
+      (JSON.parse(readFileSync(join(exported, 'ssl-zoo.json'), 'utf8')) as { tfjs: { buffers: Record<string, number> } }).tfjs.buffers,
+    );
+    const saved = loadCheckpoint(checkpoint).tensors;
+    assert.ok(exportedCounts.length > 0 && exportedCounts.every(([, count]) => count > 0), JSON.stringify(exportedCounts));
+    for (const [name, count] of exportedCounts) assert.equal(count, saved[`model/${name}`]?.dataSync()[0], name);
+    zoo.tf.dispose(Object.values(saved));
     const pixels = await folderPixels(join(suite.dir, 'images'), IMAGE_SIZE);
     const x = zoo.tf.tensor4d(pixels.values, [pixels.length, IMAGE_SIZE, IMAGE_SIZE, 3]);
     const [pageFeatures] = await runTfjs(exported, x);
