@@ -100,6 +100,8 @@ function assertLosses(actual: number[][], expected: number[][], tolerance: numbe
 }
 
 describe('browser bundle in headless Chromium', function () {
+  // The WebGPU steps of 26 methods on SwiftShader take about 2 minutes alone, longer beside another test file.
+  this.timeout(600_000);
   let browser: Browser;
   let nodeLosses: number[][];
   let everyMethodNodeLosses: number[][] | undefined;
