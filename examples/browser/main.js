@@ -21,8 +21,10 @@ const $ = (id) => document.getElementById(id);
  * the run lives (the worker, or this thread with the box unticked), chosen when the engine
  * starts; `session` is `trainer` once it holds a run.
  */
-const state = { entries: [], images: undefined, worker: undefined, trainer: undefined, session: undefined, history: [], running: false, engine: undefined };
-Object.assign(state, { error: undefined, probe: undefined });
+const state = {
+  ...{ entries: [], images: undefined, worker: undefined, trainer: undefined, session: undefined },
+  ...{ history: [], running: false, engine: undefined, error: undefined, probe: undefined },
+};
 
 function status(text) {
   $('status').textContent = text;

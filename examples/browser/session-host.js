@@ -11,9 +11,7 @@ import { linearProbe } from './linear-probe.js';
 
 /** What the page mirrors of the run after every request (`SessionClient`'s getters). */
 function summary(session) {
-  return session
-    ? { step: session.step, epoch: session.epoch, totalSteps: session.totalSteps, finished: session.finished, settings: session.settings }
-    : undefined;
+  return session ? { step: session.step, totalSteps: session.totalSteps, finished: session.finished, settings: session.settings } : undefined;
 }
 
 /** The request handlers by type: each gets the host (`{ session, backend }`) and the request; returns `{ value, transfer? }`. */
