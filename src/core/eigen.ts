@@ -1,9 +1,18 @@
 /**
  * Symmetric eigen-decomposition and the nuclear norm, which tfjs lacks: pure JS in float64
- * on the host (small matrices, n up to a few hundred), with a differentiable nuclear norm
- * (`tf.customGrad`). Each call reads its input from the device (a synchronous read).
+ * on the host (small matrices, n up to a few hundred), and a differentiable nuclear norm
+ * (`tf.customGrad`) over a registered kernel, so that every engine computes it where its
+ * tensors live:
+ * - `SslZooNuclearNorm` (input `x` `[S, R, C]`, output `[S, R·C + 1]`: per matrix `U Vᵀ` of
+ *   its reduced SVD, row-major `[R, C]`, then its nuclear norm);
+ * - on the `cpu` and `tensorflow` backends (registered here): the Gram matrix of the smaller
+ *   side and its eigen-decomposition in float64 ({@link traceSqrtPsd});
+ * - on `webgpu`: one-sided Jacobi rotations in float32, one workgroup per matrix
+ *   (src/core/kernels/webgpu/nuclear-norm.ts, installed with the engine): no read of the device.
  */
 import { tf, type Tensor } from './tf.js';
+
+export const NUCLEAR_NORM = 'SslZooNuclearNorm';
 
 /** Eigenvalues (ascending order not promised) and eigenvectors (the columns of a row-major `[n, n]`). */
 export interface SymmetricEigen {
@@ -112,8 +121,8 @@ export function gramOfColumns(x: ArrayLike<number>, r: number, c: number, offset
  * The nuclear norm (sum of singular values) of a matrix `[R, C]` (a scalar) or of each matrix
  * of a batch `[S, R, C]` (`[S]`), differentiable: its gradient is `U Vᵀ` of the reduced SVD
  * (PyTorch's for `torch.linalg.svdvals(x).sum()` where every singular value is positive),
- * computed as `X (XᵀX)^{+1/2}`. Through the Gram matrix of the smaller side, in float64 on
- * the host; singular values below 1e-6 of the largest count as zero.
+ * which the {@link NUCLEAR_NORM} kernel returns beside the norm. Singular values below 1e-6
+ * of the largest count as zero.
  */
 export function nuclearNorm<T extends tf.Tensor2D | tf.Tensor3D>(x: T): T extends tf.Tensor2D ? tf.Scalar : tf.Tensor1D {
   if (!(x.rank === 2 || x.rank === 3)) throw new Error(`nuclearNorm: expected [R, C] or [S, R, C], got shape [${x.shape.join(', ')}]`);
@@ -121,29 +130,51 @@ export function nuclearNorm<T extends tf.Tensor2D | tf.Tensor3D>(x: T): T extend
   const batched = x.rank === 3;
   const op = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
     const input = args[0] as Tensor;
-    const [s, r0, c0] = batched ? (input.shape as [number, number, number]) : [1, input.shape[0]!, input.shape[1]!];
-    // Work on Xᵀ when it has fewer columns, so that the Gram matrix is the smaller one.
-    const transpose = r0 < c0;
-    const [r, c] = transpose ? [c0, r0] : [r0, c0];
-    const data = input.dataSync();
-    const traces = new Float32Array(s);
-    const grad = new Float32Array(s * r0 * c0);
-    for (let b = 0; b < s; b++) {
-      const m = new Float64Array(r * c); // this matrix as [r, c] (transposed if needed)
-      for (let i = 0; i < r0; i++) for (let j = 0; j < c0; j++) m[transpose ? j * c + i : i * c + j] = data[b * r0 * c0 + i * c0 + j]!;
-      const { trace, inverseSqrt } = traceSqrtPsd(gramOfColumns(m, r, c), c);
-      traces[b] = trace;
-      for (let i = 0; i < r; i++) {
-        for (let j = 0; j < c; j++) {
-          let sum = 0;
-          for (let k = 0; k < c; k++) sum += m[i * c + k]! * inverseSqrt[k * c + j]!;
-          grad[b * r0 * c0 + (transpose ? j * c0 + i : i * c0 + j)] = sum;
-        }
-      }
-    }
-    const value = batched ? tf.tensor1d(traces) : tf.scalar(traces[0]!);
-    const gradFunc = (dy: Tensor): Tensor => tf.mul(tf.reshape(dy, batched ? [s, 1, 1] : []), tf.tensor(grad, input.shape, 'float32'));
+    const save = args[1] as tf.GradSaveFunc;
+    const [s, r, c] = batched ? (input.shape as [number, number, number]) : [1, input.shape[0]!, input.shape[1]!];
+    const packed = tf.engine().runKernel(NUCLEAR_NORM, { x: tf.reshape(input, [s, r, c]) }) as tf.Tensor2D; // [S, R·C + 1]
+    const direction = tf.reshape(tf.slice(packed, [0, 0], [s, r * c]), input.shape); // U Vᵀ
+    save([direction]);
+    const value = tf.reshape(tf.slice(packed, [0, r * c], [s, 1]), batched ? [s] : []);
+    const gradFunc = (dy: Tensor, saved: Tensor[]): Tensor => tf.mul(tf.reshape(dy, batched ? [s, 1, 1] : []), saved[0]!);
     return { value, gradFunc };
   });
   return op(x) as T extends tf.Tensor2D ? tf.Scalar : tf.Tensor1D;
+}
+
+/** What the cpu kernel uses of a backend (`cpu`, `tensorflow`). */
+interface HostBackend {
+  readSync(dataId: unknown): tf.TypedArray;
+  makeTensorInfo(shape: number[], dtype: tf.DataType, values: Float32Array): tf.TensorInfo;
+}
+
+/** {@link NUCLEAR_NORM} on the host: `[S, R, C] -> [S, R·C + 1]`, through the Gram matrix of the smaller side in float64. */
+const nuclearNormKernel: tf.KernelFunc = ({ inputs, backend }) => {
+  const x = inputs.x as tf.TensorInfo;
+  const host = backend as unknown as HostBackend;
+  const [s, r0, c0] = x.shape as [number, number, number];
+  const data = host.readSync(x.dataId) as Float32Array;
+  // Work on Xᵀ when it has fewer columns, so that the Gram matrix is the smaller one.
+  const transpose = r0 < c0;
+  const [r, c] = transpose ? [c0, r0] : [r0, c0];
+  const width = r0 * c0 + 1;
+  const out = new Float32Array(s * width);
+  for (let b = 0; b < s; b++) {
+    const m = new Float64Array(r * c); // this matrix as [r, c] (transposed if needed)
+    for (let i = 0; i < r0; i++) for (let j = 0; j < c0; j++) m[transpose ? j * c + i : i * c + j] = data[b * r0 * c0 + i * c0 + j]!;
+    const { trace, inverseSqrt } = traceSqrtPsd(gramOfColumns(m, r, c), c);
+    out[b * width + r0 * c0] = trace;
+    for (let i = 0; i < r; i++) {
+      for (let j = 0; j < c; j++) {
+        let sum = 0;
+        for (let k = 0; k < c; k++) sum += m[i * c + k]! * inverseSqrt[k * c + j]!;
+        out[b * width + (transpose ? j * c0 + i : i * c0 + j)] = sum;
+      }
+    }
+  }
+  return host.makeTensorInfo([s, width], 'float32', out);
+};
+
+for (const backendName of ['cpu', 'tensorflow']) {
+  if (tf.getKernel(NUCLEAR_NORM, backendName) == null) tf.registerKernel({ kernelName: NUCLEAR_NORM, backendName, kernelFunc: nuclearNormKernel });
 }

@@ -22,7 +22,8 @@ export interface MmcrOptions {
  * - `views`: V ≥ 2 tensors `[B, D]`, the projections of this rank's B samples, one per view.
  * - Returns a scalar `[]`.
  *
- * `group`: `‖C‖_*` is the global centroid matrix's on every rank: each rank's float64 Gram
+ * One rank: `‖C‖_*` and its gradient `U Vᵀ` come from {@link nuclearNorm}'s kernel, on the
+ * device. `group`: `‖C‖_*` is the global centroid matrix's on every rank: each rank's float64 Gram
  * matrix `C_rᵀ C_r` `[D, D]` is summed over the ranks exactly (`sumValuesOverRanksExact`: one
  * all-gather), its eigenvalues give the singular values (`src/core/eigen.ts`), and the backward
  * pass sums the incoming gradient over the ranks (one all-reduce of a scalar) and returns
@@ -49,6 +50,7 @@ export function mmcrLoss(views: tf.Tensor2D[], options: MmcrOptions, group?: Pro
 
 /** `‖C‖_*` of the global batch's rows (this rank's: `rows` `[B, D]`), differentiable as {@link mmcrLoss} says. */
 function globalNuclearNorm(rows: tf.Tensor2D, layout: BatchLayout): Scalar {
+  if (layout.worldSize === 1) return nuclearNorm(rows); // on the device, nothing read back
   const op = tf.customGrad((...args: Array<Tensor | tf.GradSaveFunc>) => {
     const input = args[0] as tf.Tensor2D;
     const [b, d] = input.shape;
@@ -67,7 +69,6 @@ function globalNuclearNorm(rows: tf.Tensor2D, layout: BatchLayout): Scalar {
     const value = tf.scalar(trace);
     const gradFunc = (dy: Tensor): Tensor => {
       const rows = tf.tensor2d(direction, [b, d]);
-      if (layout.worldSize === 1) return tf.mul(dy, rows);
       const total = reduceValuesOverRanks(Float64Array.from(dy.dataSync()), layout, 'sum')[0]!;
       return tf.mul(rows, total);
     };

@@ -6,7 +6,7 @@
  * variance and covariance over the global batch.
  */
 import { invalidValue } from '../core/errors.js';
-import { detach } from '../core/ops.js';
+import { withoutGradientTape } from '../core/layers.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { tf, type Scalar } from '../core/tf.js';
 import { batchLayout, type BatchLayout } from './global-batch.js';
@@ -86,8 +86,8 @@ const EPS = 1e-4;
  * of src/losses/vicreg.ts: column sums and centred Gram matrices all-reduced with their
  * gradient: two all-reduces forward and two backward for the embeddings, as many for every
  * matched location together), so every rank gets the global statistics. The matching is per
- * sample (no collective); the feature distances are read back to the host, the positions are
- * host arrays already. The reference gathers the maps (`gather_center`), so its statistics are
+ * sample (no collective): by features on the device, by positions on the host (they are host
+ * arrays). The reference gathers the maps (`gather_center`), so its statistics are
  * global too; its `local_loss` keeps only the last pair's terms (it assigns instead of adding)
  * and divides them by the number of pairs; here every pair counts.
  */
@@ -154,22 +154,33 @@ export function vicreglLoss(embeddings: tf.Tensor2D[], maps: tf.Tensor3D[], opti
  * For each location of `input` `[B, L, C]` its nearest location of the same sample in
  * `candidate` `[B, L', C]` (L2 distance of the features, detached), the `min(k, L)` closest of
  * these pairs kept, in location order: `[B, M, C]` input rows and `[B, M, C]` their neighbours
- * (gathered with their gradient). As the reference's `neirest_neighbores_on_l2`.
+ * (gathered with their gradient). As the reference's `neirest_neighbores_on_l2`; the same
+ * choices as {@link selectMatches} (ties to the lower index), made on the device: nothing is
+ * read back (a browser's WebGPU has no synchronous read).
  */
 function matchOnFeatures(input: tf.Tensor3D, candidate: tf.Tensor3D, k: number): [tf.Tensor3D, tf.Tensor3D] {
-  const [b, l] = input.shape;
+  const [b, l, c] = input.shape;
   const lc = candidate.shape[1];
-  const x = detach(input);
-  const y = detach(candidate);
-  // Squared distances [B, L, L']: |x|² + |y|² − 2 x·yᵀ.
-  const d2 = tf
-    .sub(tf.add(tf.sum(tf.square(x), 2, true), tf.transpose(tf.sum(tf.square(y), 2, true), [0, 2, 1])), tf.mul(tf.matMul(x, y, false, true), 2))
-    .dataSync();
-  return gatherMatches(
-    input,
-    candidate,
-    selectMatches(b, l, lc, k, (s, i, j) => d2[(s * l + i) * lc + j]!),
+  const m = Math.min(k, l);
+  const rows = (t: tf.Tensor3D, index: tf.Tensor) => tf.reshape(tf.gather(tf.reshape(t, [-1, c]), tf.reshape(index, [-1])), [b, m, c]) as tf.Tensor3D;
+  // The choices, off the tape (tfjs would differentiate the gathers with respect to their int32 indices):
+  // `kept` `[B, M]` rows of [B·L] (when M < L), `neighbours` `[B, M]` rows of [B·L'].
+  const { kept, neighbours } = withoutGradientTape(() =>
+    tf.tidy(() => {
+      const [x, y] = [input, candidate];
+      // Squared distances [B, L, L']: |x|² + |y|² − 2 x·yᵀ.
+      const d2 = tf.sub(tf.add(tf.sum(tf.square(x), 2, true), tf.transpose(tf.sum(tf.square(y), 2, true), [0, 2, 1])), tf.mul(tf.matMul(x, y, false, true), 2));
+      const nearest = tf.argMin(d2, 2) as tf.Tensor2D; // [B, L], the first of equal distances
+      const sampleStart = (width: number) => tf.reshape(tf.mul(tf.range(0, b, 1, 'int32'), tf.scalar(width, 'int32')), [b, 1]); // [B, 1]
+      if (m === l) return { kept: undefined, neighbours: tf.add(nearest, sampleStart(lc)) };
+      // The m smallest distances (topk of their negation: the lower location first on ties), then in location order.
+      const chosen = tf.topk(tf.neg(tf.min(d2, 2)), m).indices; // [B, M]
+      const kept = tf.add(tf.cast(tf.neg(tf.topk(tf.neg(tf.cast(chosen, 'float32')), m).values), 'int32'), sampleStart(l)); // [B, M] ascending
+      const neighbour = tf.reshape(tf.gather(tf.reshape(nearest, [-1]), tf.reshape(kept, [-1])), [b, m]);
+      return { kept, neighbours: tf.add(neighbour, sampleStart(lc)) };
+    }),
   );
+  return [kept ? rows(input, kept) : input, rows(candidate, neighbours)];
 }
 
 /**

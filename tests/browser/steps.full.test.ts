@@ -53,14 +53,6 @@ function everyMethodSpecs(): StepSpec[] {
   }));
 }
 
-/**
- * The methods whose step reads the device synchronously (MMCR's eigen-solve and VICRegL's
- * feature matching run on the CPU inside tfjs's tape): in a page tfjs's WebGPU backend reads
- * through canvases, and in headless Chromium on SwiftShader that read returns zeros or loses
- * the WebGPU instance (docs/browser.md, "What does not run yet").
- */
-const READS_SYNCHRONOUSLY = new Set(['mmcr', 'vicregl']);
-
 /** Each step's loss, in the page, on `backend`; and the backend the page's engine reports. */
 async function pageLosses(
   browser: Browser,
@@ -160,10 +152,9 @@ describe('browser bundle in headless Chromium', function () {
     assertLosses(losses, expected, 1e-6, specs);
   });
 
-  it(`the same steps on WebGPU (SwiftShader) of every other built-in method but ${[...READS_SYNCHRONOUSLY].join(' and ')}: Node's losses to float32 round-off`, async () => {
-    const all = everyMethodSpecs();
-    const expected = (await everyMethodExpected(all)).filter((_, m) => !READS_SYNCHRONOUSLY.has(all[m]!.method));
-    const specs = all.filter((spec) => !READS_SYNCHRONOUSLY.has(spec.method));
+  it("the same steps on WebGPU (SwiftShader) of every other built-in method: Node's losses to float32 round-off", async () => {
+    const specs = everyMethodSpecs();
+    const expected = await everyMethodExpected(specs);
     const { engine, losses, gpuBytes } = await pageLosses(browser, 'webgpu', specs);
     assert.equal(engine, 'webgpu');
     assert.ok(gpuBytes > 0, 'the models live in GPU buffers');
