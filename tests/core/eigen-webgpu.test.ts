@@ -12,6 +12,7 @@ import { initEngine } from '../../src/core/engine.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { useCpu, useWebGpu } from '../helpers/webgpu.js';
+import { maxRelativeDifference } from './helpers.js';
 
 /** The norms `[S]` and their gradient `[S, R, C]` (of Σ_s w_s ‖X_s‖_*, seeded weights) on the current engine. */
 async function compute(values: Float32Array, shape: [number, number, number]): Promise<Float32Array[]> {
@@ -22,16 +23,6 @@ async function compute(values: Float32Array, shape: [number, number, number]): P
   const out = await Promise.all([norms, grad!].map(async (t) => Float32Array.from(await t.data())));
   tf.dispose([x, w, norms, grad!]);
   return out;
-}
-
-/** max |a − b| / max |b|. */
-function relative(a: Float32Array, b: Float32Array): number {
-  let [worst, scale] = [0, 0];
-  for (let i = 0; i < b.length; i++) {
-    worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
-    scale = Math.max(scale, Math.abs(b[i]!));
-  }
-  return worst / scale;
 }
 
 /** `[S, R, C]` standard-normal values; with `rank`, each matrix a product `[R, rank] x [rank, C]`. */
@@ -73,7 +64,7 @@ describe('core/eigen: the nuclear norm on the WebGPU engine (SwiftShader)', func
       await tf.setBackend('webgpu');
       const gpu = await compute(values, shape);
       ['norms', 'gradient'].forEach((name, i) => {
-        const error = relative(gpu[i]!, reference[i]!);
+        const error = maxRelativeDifference(gpu[i]!, reference[i]!);
         assert.ok(error < 1e-5, `${name}: relative error ${error.toExponential(2)}`);
       });
     });

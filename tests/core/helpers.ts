@@ -60,3 +60,13 @@ export function gradientCheck(loss: () => Scalar, vars: Variable[], eps = 1e-2):
   tf.dispose(grads);
   return result;
 }
+
+/** max |a − b| / max |b| (the largest difference against the reference's largest magnitude). */
+export function maxRelativeDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let [worst, scale] = [0, 0];
+  for (let i = 0; i < b.length; i++) {
+    worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+    scale = Math.max(scale, Math.abs(b[i]!));
+  }
+  return worst / scale;
+}

@@ -10,6 +10,7 @@ import { cholesky, solveLowerTriangular } from '../../src/core/linalg.js';
 import { Rng } from '../../src/core/random.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { useCpu, useWebGpu } from '../helpers/webgpu.js';
+import { maxRelativeDifference } from './helpers.js';
 
 /** `[s, k, k]` symmetric positive-definite matrices `R Rᵀ / k + ½ I` (values, row-major). */
 function spdValues(s: number, k: number, seed: number): Float32Array {
@@ -40,16 +41,6 @@ async function compute(a: Float32Array, b: Float32Array, w: Float32Array, s: num
   return out;
 }
 
-/** max |a − b| / max |b|. */
-function relative(a: Float32Array, b: Float32Array): number {
-  let [worst, scale] = [0, 0];
-  for (let i = 0; i < b.length; i++) {
-    worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
-    scale = Math.max(scale, Math.abs(b[i]!));
-  }
-  return worst / scale;
-}
-
 describe('core/linalg on the WebGPU engine (SwiftShader)', function () {
   this.timeout(120_000);
   before(async () => {
@@ -71,7 +62,7 @@ describe('core/linalg on the WebGPU engine (SwiftShader)', function () {
       await tf.setBackend('webgpu');
       const gpu = await compute(a, b, w, s, k, m);
       ['L', 'X', 'grad A', 'grad B'].forEach((name, i) => {
-        const error = relative(gpu[i]!, reference[i]!);
+        const error = maxRelativeDifference(gpu[i]!, reference[i]!);
         assert.ok(error < 2e-5, `K = ${k}: ${name}: relative error ${error}`);
       });
     }
