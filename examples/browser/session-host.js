@@ -43,8 +43,8 @@ const HANDLERS = {
     const bytes = await run(host).checkpoint();
     return { value: bytes, transfer: [bytes.buffer] };
   },
-  exportTfjs(host) {
-    return { value: run(host).exportTfjs() };
+  async exportTfjs(host) {
+    return { value: await run(host).exportTfjs() };
   },
   /** The backbone's eval-mode features of dataset rows `rows`: `{ values: [rows.length * dim], dim }`. */
   async features(host, { rows }) {

@@ -240,9 +240,15 @@ export class TrainingSession {
   /**
    * The backbone as `ssl-train export --format tfjs` writes it: `model.json`, the weight
    * shard and `ssl-zoo.json`, by name (the eval view's normalisation inside the model; batch
-   * norm in inference mode). The backbone is back in training mode afterwards.
+   * norm in inference mode). The backbone is back in training mode afterwards. Its weights
+   * and buffers are read asynchronously first: the export reads them synchronously, and
+   * tfjs's WebGPU backend then answers from what the asynchronous read brought to the host
+   * (a page's synchronous read of a GPU tensor goes through a canvas, which headless
+   * Chromium on SwiftShader gets wrong: zeros).
    */
-  exportTfjs(): Array<[string, Uint8Array | string]> {
+  async exportTfjs(): Promise<Array<[string, Uint8Array | string]>> {
+    const backbone = this.method.backbone;
+    await Promise.all([...backbone.parameters(), ...backbone.namedBuffers().map(([, v]) => v)].map((v) => v.data()));
     const { mean, std } = this.zoo.evalTransform(this.dataset);
     this.method.backbone.eval();
     try {

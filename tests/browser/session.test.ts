@@ -120,7 +120,7 @@ describe('the browser page session and ssl-train: one checkpoint format', functi
       writeFileSync(checkpoint, await session.checkpoint());
       const model = join(dir, 'export');
       mkdirSync(model, { recursive: true });
-      const files = session.exportTfjs();
+      const files = await session.exportTfjs();
       assert.deepEqual(files.map(([name]) => name).sort(), ['group1-shard1of1.bin', 'model.json', 'ssl-zoo.json']);
       for (const [name, content] of files) writeFileSync(join(model, name), content);
       const size = SETTINGS.imageSize;
