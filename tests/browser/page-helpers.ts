@@ -107,6 +107,7 @@ export async function downloadCheckpoint(page: Page, path: string): Promise<stri
 export async function downloadExport(page: Page, dir: string): Promise<string[]> {
   mkdirSync(dir, { recursive: true });
   await page.click('#export');
+  await waitForStatus(page, /^Exported the backbone at step/); // the export is a request to the worker
   const links = page.locator('#downloads a[data-export]');
   const names: string[] = [];
   for (let i = 0; i < (await links.count()); i++) {
