@@ -247,8 +247,7 @@ export class TrainingSession {
    * Chromium on SwiftShader gets wrong: zeros).
    */
   async exportTfjs(): Promise<Array<[string, Uint8Array | string]>> {
-    const backbone = this.method.backbone;
-    await Promise.all([...backbone.parameters(), ...backbone.namedBuffers().map(([, v]) => v)].map((v) => v.data()));
+    await Promise.all(Object.values(this.method.backbone.stateDict()).map((v) => v.data()));
     const { mean, std } = this.zoo.evalTransform(this.dataset);
     this.method.backbone.eval();
     try {

@@ -10,6 +10,7 @@
  * - on `webgpu`: one-sided Jacobi rotations in float32, one workgroup per matrix
  *   (src/core/kernels/webgpu/nuclear-norm.ts, installed with the engine): no read of the device.
  */
+import type { HostBackend } from './kernels/common.js';
 import { tf, type Tensor } from './tf.js';
 
 export const NUCLEAR_NORM = 'SslZooNuclearNorm';
@@ -140,12 +141,6 @@ export function nuclearNorm<T extends tf.Tensor2D | tf.Tensor3D>(x: T): T extend
     return { value, gradFunc };
   });
   return op(x) as T extends tf.Tensor2D ? tf.Scalar : tf.Tensor1D;
-}
-
-/** What the cpu kernel uses of a backend (`cpu`, `tensorflow`). */
-interface HostBackend {
-  readSync(dataId: unknown): tf.TypedArray;
-  makeTensorInfo(shape: number[], dtype: tf.DataType, values: Float32Array): tf.TensorInfo;
 }
 
 /** {@link NUCLEAR_NORM} on the host: `[S, R, C] -> [S, R·C + 1]`, through the Gram matrix of the smaller side in float64. */

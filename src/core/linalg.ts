@@ -16,7 +16,7 @@
  * The gradients are PyTorch's (`torch.linalg.cholesky`, `solve_triangular`), composed of
  * tensor ops and the solve kernel, so they run on every engine.
  */
-import { registerGradientOnce } from './kernels/common.js';
+import { registerGradientOnce, type HostBackend } from './kernels/common.js';
 import { tf, type Tensor } from './tf.js';
 
 export const CHOLESKY = 'SslZooCholesky';
@@ -121,12 +121,6 @@ function registerLinalgGradients(): void {
       };
     },
   });
-}
-
-/** What the cpu kernels use of a backend (`cpu`, `tensorflow`). */
-interface HostBackend {
-  readSync(dataId: unknown): tf.TypedArray;
-  makeTensorInfo(shape: number[], dtype: tf.DataType, values: Float32Array): tf.TensorInfo;
 }
 
 /** The float64 values of a kernel input. */

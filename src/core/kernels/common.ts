@@ -49,6 +49,12 @@ export interface CpuBackend {
   disposeIntermediateTensorInfo(t: TensorInfo): void;
 }
 
+/** What the JS-computed kernels of src/core (linalg.ts, eigen.ts) use of a host backend (`cpu`, `tensorflow`). */
+export interface HostBackend {
+  readSync(dataId: unknown): tf.TypedArray;
+  makeTensorInfo(shape: number[], dtype: tf.DataType, values: Float32Array): tf.TensorInfo;
+}
+
 export interface KernelArgs {
   inputs: Record<string, TensorInfo | undefined>;
   backend: CpuBackend;
