@@ -25,7 +25,8 @@ import { finishInterruptedRun, requeueWarning } from '../experiment/interrupted.
 import { StopSignal, TrainingInterrupted } from '../trainer/stop-signal.js';
 import { checkStrategyName } from '../trainer/strategy.js';
 import { checkRunDirFree } from '../trainer/run-lock.js';
-import { formatVerifyResult, runVerify, runVerifyCase } from '../verify/harness.js';
+import { runVerify, runVerifyCase } from '../verify/harness.js';
+import { formatVerifyResult } from '../verify/report.js';
 import { formatEngineResult, runEngineAgainst } from '../verify/engine-against.js';
 import { DEFAULT_ROUNDOFF_FACTOR } from '../verify/roundoff.js';
 import type { CompareCliOptions } from './compare.js';

@@ -34,7 +34,17 @@ import {
 import { writeNpy } from '../core/npy.js';
 import type { DecisionCall } from '../methods/decisions.js';
 import { collectOnRankZero, runsOfRank, shareRunState, type OneProcessOut } from './one-process.js';
-import { attachRecorder, compareDecisions, decisionVerdict, formatDecisions, gatherDecisions, replayOf, type StepDecisions } from './decisions.js';
+import { attachRecorder, compareDecisions, gatherDecisions, replayOf, type StepDecisions } from './decisions.js';
+import {
+  BranchRecorder,
+  BranchReplayer,
+  compareBranches,
+  gatherBranches,
+  installBranchWatch,
+  uninstallBranchWatch,
+  watchBranches,
+  type StepBranches,
+} from './relu-branches.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -60,6 +70,8 @@ export interface VerifyStep {
   queues?: { value: number; bound: number; tensor: string };
   /** The step's discrete decisions (nearest neighbours), for methods that make them: see src/verify/decisions.ts. */
   decisions?: StepDecisions;
+  /** The step's ReLU branches near zero, on several ranks: see src/verify/relu-branches.ts. */
+  branches?: StepBranches;
 }
 
 export interface VerifyResult {
@@ -171,6 +183,10 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   // Every run records its decisions; the one-process runs replay the W-rank run's (src/verify/decisions.ts).
   const ddpDecisions = attachRecorder(distributed);
   const oneDecisions = one && attachRecorder(one.method);
+  // On several ranks, ReLU branches near zero are decisions too: the W-rank run records them, the
+  // one-process runs replay them (src/verify/relu-branches.ts). One rank computes the reference's arithmetic.
+  const ddpBranches = worldSize > 1 ? new BranchRecorder() : undefined;
+  if (ddpBranches) installBranchWatch();
   const referenceLoader = one ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
   const perEpoch = ddpLoader.numBatches();
   const accumulate = config.accumulateGradBatches;
@@ -186,8 +202,11 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
       // differences are that step's own, not earlier steps' round-off carried along and grown
       // at the learning rate (src/verify/roundoff.ts).
       const start = shareRunState(group.rank === 0 ? await runState(ddpRun) : undefined, group, spread);
-      const ddpOut = await step(ddpRun, await stepBatches(ddpLoader, s, accumulate, perEpoch), atStart);
+      const ddpBatches = await stepBatches(ddpLoader, s, accumulate, perEpoch);
+      const ddpStep = () => step(ddpRun, ddpBatches, atStart);
+      const ddpOut = await (ddpBranches ? watchBranches(ddpBranches, ddpStep) : ddpStep());
       const ranksCalls = gatherDecisions(await ddpDecisions.takeStep(), group);
+      const ranksBranches = ddpBranches && gatherBranches(await ddpBranches.takeStep(), localBatch, group);
       const mine = new Map<number, OneProcessOut>();
       let refCalls: DecisionCall[] = [];
       let batches: MultiViewBatch[] = [];
@@ -196,20 +215,26 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         for (const j of myRuns) {
           loadRunState(start, one);
           let orders: Int32Array[] = [];
-          let out: StepResult;
+          const replayer = ranksBranches && new BranchReplayer(ranksBranches);
+          let runStep: () => Promise<StepResult>;
           if (j === 0) {
             oneDecisions.replayNext(replayOf(ranksCalls));
-            out = await step(one, batches, atStart);
+            runStep = () => step(one, batches, atStart);
           } else {
             const t = j - 1;
             await perturbState(one.method, s * ROUNDOFF_TWINS + t + 1);
-            const replay = (o: Int32Array[]) => oneDecisions.replayNext(replayOf(ranksCalls, (orders = o)));
-            out = await twinStep(one, one.method, batches, atStart, (m) => twinKey(s, t, m, ROUNDOFF_TWINS, accumulate), replay);
+            const replay = (o: Int32Array[]) => {
+              oneDecisions.replayNext(replayOf(ranksCalls, (orders = o)));
+              replayer?.inOrders(o);
+            };
+            runStep = () => twinStep(one, one.method, batches, atStart, (m) => twinKey(s, t, m, ROUNDOFF_TWINS, accumulate), replay);
           }
+          const out = await (replayer ? watchBranches(replayer, runStep) : runStep());
           const unmatched = oneDecisions.unmatched;
           const calls = await oneDecisions.takeStep();
+          const branches = await replayer?.takeStep();
           if (j === 0) refCalls = calls;
-          mine.set(j, { ...out, state: await stateArrays(one.method), calls, orders, unmatched });
+          mine.set(j, { ...out, state: await stateArrays(one.method), calls, orders, unmatched, ...(branches && { branches }) });
         }
       }
       const outs = collectOnRankZero(mine, group, spread);
@@ -217,8 +242,17 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
       const [refOut, ...twinOuts] = outs as [OneProcessOut, ...OneProcessOut[]];
       const matched = outs.every((o) => !o.unmatched);
       const decisions = compareDecisions(ranksCalls, refCalls, twinOuts, roundoffFactor, tolerance, matched);
+      const branches =
+        ranksBranches &&
+        compareBranches(
+          ranksBranches,
+          refOut.branches!,
+          twinOuts.map((o) => o.branches!),
+          roundoffFactor,
+          tolerance,
+        );
       const ranksAfter = await stateArrays(distributed);
-      if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, one!.method, decisions);
+      if (options.dump) dumpStep(join(options.dump, `step-${s + 1}`), before, batches[0]!, refOut, ddpOut, one!.method, { decisions, branches });
       // The round-off: the largest difference between any two of the reference and its twins.
       const split = (state: StateArrays) => splitQueues(one!.method, state);
       const [refState, startState, ranksState] = [split(refOut.state), split(initialState), split(ranksAfter)];
@@ -243,6 +277,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         parametersBound: roundoffBound(parametersRoundoff, roundoffFactor, tolerance),
         queues: queues && { value: queues.value, bound: roundoffBound(queuesRoundoff, roundoffFactor, tolerance), tensor: queues.tensor },
         decisions,
+        branches,
       });
       if (options.dump) before = { one: ranksAfter, ranks: ranksAfter };
     }
@@ -251,6 +286,8 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
     await referenceLoader?.close();
     ddpDecisions.dispose();
     oneDecisions?.dispose();
+    ddpBranches?.dispose();
+    if (ddpBranches) uninstallBranchWatch();
     one?.optimizer.dispose();
     one?.method.dispose();
     ddpRun.optimizer.dispose();
@@ -266,6 +303,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
         boundRatio(r.parameters, r.parametersBound),
         r.queues ? boundRatio(r.queues.value, r.queues.bound) : 0,
         r.decisions?.differ ? boundRatio(r.decisions.largestMargin, r.decisions.bound) : 0,
+        r.branches?.differ ? boundRatio(r.branches.largestMargin, r.branches.bound) : 0,
       ),
     ),
   );
@@ -276,7 +314,8 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
  * Writes a step's inputs and results as `.npy` files under `dir` (for an independent float64
  * recomputation, e.g. scripts/verify_roundoff_torch.py): `init/<name>.npy` and
  * `init-W/<name>.npy` (the one-process and the W-rank state before the step), `view<v>.npy` `[N, H, W, C]`, `labels.npy` `[N]`, `grads-1/<name>.npy`
- * (one process) and `grads-W/<name>.npy` (W ranks), `losses.json`, and `decisions.json` (the step's {@link StepDecisions}) for methods that make decisions.
+ * (one process) and `grads-W/<name>.npy` (W ranks), `losses.json`, `decisions.json` (the step's {@link StepDecisions}) for methods that make decisions,
+ * and `branches.json` (its {@link StepBranches}) on several ranks.
  */
 function dumpStep(
   dir: string,
@@ -285,7 +324,7 @@ function dumpStep(
   reference: StepResult,
   distributed: StepResult,
   method: BaseMethod,
-  decisions: StepDecisions | undefined,
+  compared: { decisions?: StepDecisions; branches?: StepBranches },
 ): void {
   const shapes = Object.fromEntries(Object.entries(method.stateDict()).map(([name, t]) => [name, t.shape]));
   for (const sub of ['init', 'init-W', 'grads-1', 'grads-W']) mkdirSync(join(dir, sub), { recursive: true });
@@ -297,51 +336,11 @@ function dumpStep(
   for (const [name, g] of Object.entries(distributed.grads)) writeNpy(join(dir, 'grads-W', `${name}.npy`), g, shapes[name]!);
   const losses = join(dir, 'losses.json');
   atPath(losses, 'writing', () => writeFileSync(losses, `${JSON.stringify({ oneProcess: reference.loss, ranks: distributed.loss })}\n`));
-  if (!decisions) return;
-  const file = join(dir, 'decisions.json');
-  atPath(file, 'writing', () => writeFileSync(file, `${JSON.stringify(decisions, null, 2)}\n`));
-}
-
-/** A readable table of a {@link VerifyResult}. */
-export function formatVerifyResult(result: VerifyResult, method: string): string {
-  const e = (x: number) => x.toExponential(2);
-  const cell = (d: number, b: number) => `${e(d)} / ${e(b)}`.padEnd(21);
-  const queues = result.steps.some((s) => s.queues);
-  const decisions = result.steps.some((s) => s.decisions);
-  const decisionCell = (s: VerifyStep) => (decisions ? `${formatDecisions(s.decisions).padEnd(44)} ` : '');
-  const lines = [
-    `verify ${method}: ${result.worldSize} rank(s) vs one process on the same global batch`,
-    `relative difference / its bound (${result.roundoffFactor} x the measured float32 round-off, at least ${e(result.tolerance)}); gradients and parameters in norm over all tensors`,
-    `step  ${'loss'.padEnd(21)} ${'gradients'.padEnd(21)} ${'parameters'.padEnd(21)} ${queues ? `${'queues'.padEnd(21)} ` : ''}${decisions ? `${'decisions (margin / bound)'.padEnd(44)} ` : ''}largest share (gradients; parameters${queues ? '; queues' : ''})`,
-    ...result.steps.map(
-      (s) =>
-        `${String(s.step).padEnd(5)} ${cell(s.loss, s.lossBound)} ${cell(s.gradients, s.gradientsBound)} ${cell(s.parameters, s.parametersBound)} ` +
-        `${s.queues ? `${cell(s.queues.value, s.queues.bound)} ` : ''}${decisionCell(s)}${s.gradientsTensor}; ${s.parametersTensor}${s.queues ? `; ${s.queues.tensor}` : ''}`,
-    ),
-    ...result.steps.flatMap((s) => (s.decisions?.switches.length ? [formatSwitches(s)] : [])),
-    verdictLine(result),
-  ];
-  return lines.join('\n');
-}
-
-/** A step's differing decisions: `step 2, nearest-neighbour switches (sample: W-rank pick / reference pick, margin): ...`. */
-function formatSwitches(s: VerifyStep): string {
-  const d = s.decisions!;
-  const listed = d.switches.map((w) => `${w.row}${w.position ? `#${w.position + 1}` : ''}: ${w.ranks} / ${w.reference}, ${w.margin.toExponential(1)}`);
-  const more = d.differ > d.switches.length ? `, ... (${d.differ} in all)` : '';
-  return `step ${s.step}, ${d.kind} switches (sample: W-rank pick / reference pick, margin): ${listed.join('; ')}${more}`;
-}
-
-/** The last line: PASSED or FAILED, a decision failure named as one. */
-function verdictLine(result: VerifyResult): string {
-  const worst = `the worst difference is ${result.worst.toFixed(2)} of its bound`;
-  const verdict = decisionVerdict(result.steps.map((s) => s.decisions));
-  if (verdict && verdict.beyond > 0) {
-    const e = (x: number) => x.toExponential(1);
-    return `FAILED: ${worst}: ${verdict.beyond} ${verdict.kind} decision(s) differ by up to ${e(verdict.largest)}, beyond round-off ${e(verdict.bound)}`;
+  for (const [name, value] of Object.entries(compared)) {
+    if (!value) continue;
+    const file = join(dir, `${name}.json`);
+    atPath(file, 'writing', () => writeFileSync(file, `${JSON.stringify(value, null, 2)}\n`));
   }
-  const switched = verdict?.within ? `; ${verdict.within} ${verdict.kind} decision(s) switched within round-off (replayed)` : '';
-  return `${result.passed ? 'PASSED' : 'FAILED'}: ${worst}${switched}`;
 }
 
 /** `ssl-train verify --case FILE`: the loss functions against reference values, on this rank. */

@@ -3,7 +3,7 @@
  * k`): after each W-rank step, the reference (run 0) and its round-off twins (runs 1 to
  * {@link ROUNDOFF_TWINS}) each take the step on the whole global batch, run j on rank j mod k,
  * every one from rank 0's state before the step;
- * rank 0 then receives every run's result (loss, gradients, state after, decisions) and
+ * rank 0 then receives every run's result (loss, gradients, state after, decisions, ReLU branches) and
  * compares. Each rank holds one one-process model and optimizer besides its W-rank one,
  * stepped once per run it owns (no copy per twin), and over k ranks the runs take the time of
  * ceil(5 / k) full-batch steps instead of 5, for k times the memory of one (on one host: every
@@ -13,6 +13,7 @@
 import type { ProcessGroup } from '../core/process-group.js';
 import type { ReplayedCall } from './decisions.js';
 import { broadcastMessage, packMessage, unpackMessage, type MessageArray } from './messages.js';
+import type { ReplayedBranches } from './relu-branches.js';
 import { ROUNDOFF_TWINS } from './roundoff.js';
 import type { HostTensor, RunState, StateArrays, StepResult } from './steps.js';
 
@@ -33,6 +34,8 @@ export interface OneProcessOut extends StepResult {
   orders: Int32Array[];
   /** Whether a call could not replay the W-rank run's (it chose freely). */
   unmatched: boolean;
+  /** What the run read at the W-rank run's replayed ReLU branches (several ranks only). */
+  branches?: ReplayedBranches;
 }
 
 /** Rank 0's `state` on every rank when the first `spread` ranks run one-process runs (every rank calls it; rank 0 passes its state). */
@@ -87,6 +90,7 @@ interface OutHeader {
   state: string[];
   calls: Array<{ batchRows: boolean; rows: number; k: number }>;
   orders: number;
+  branches?: { scale: number[]; unmatched: boolean; calls: number };
 }
 
 function packOut(out: OneProcessOut): Float32Array {
@@ -97,8 +101,10 @@ function packOut(out: OneProcessOut): Float32Array {
     state: Object.keys(out.state),
     calls: out.calls.map(({ batchRows, rows, k }) => ({ batchRows, rows, k })),
     orders: out.orders.length,
+    ...(out.branches && { branches: { scale: out.branches.scale, unmatched: out.branches.unmatched, calls: out.branches.at.length } }),
   };
-  const arrays: MessageArray[] = [...Object.values(out.grads), ...Object.values(out.state), ...out.calls.map((c) => c.usedScores), ...out.orders];
+  const branches = out.branches ? [...out.branches.at, ...out.branches.taken] : [];
+  const arrays: MessageArray[] = [...Object.values(out.grads), ...Object.values(out.state), ...out.calls.map((c) => c.usedScores), ...out.orders, ...branches];
   return packMessage(header, arrays);
 }
 
@@ -110,5 +116,8 @@ function unpackOut(message: Float32Array): OneProcessOut {
   const state = Object.fromEntries(header.state.map((name) => [name, next()]));
   const calls = header.calls.map((c) => ({ ...c, usedScores: next() as Float32Array }));
   const orders = Array.from({ length: header.orders }, () => next() as Int32Array);
-  return { loss: header.loss, unmatched: header.unmatched, grads, state, calls, orders };
+  const b = header.branches;
+  const floats = (n: number) => Array.from({ length: n }, () => next() as Float32Array);
+  const branches = b && { scale: b.scale, unmatched: b.unmatched, at: floats(b.calls), taken: floats(b.calls) };
+  return { loss: header.loss, unmatched: header.unmatched, grads, state, calls, orders, ...(branches && { branches }) };
 }

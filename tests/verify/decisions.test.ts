@@ -18,7 +18,8 @@ import type { BaseMethod } from '../../src/methods/base.js';
 import { FeatureQueue } from '../../src/methods/queue.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { attachRecorder, compareDecisions, replayOf } from '../../src/verify/decisions.js';
-import { formatVerifyResult, type VerifyResult } from '../../src/verify/harness.js';
+import type { VerifyResult } from '../../src/verify/harness.js';
+import { formatVerifyResult } from '../../src/verify/report.js';
 import { SMALL_RUN } from '../distributed/helpers.js';
 
 const B = 6;
