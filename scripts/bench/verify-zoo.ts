@@ -5,8 +5,8 @@
  * (default 0), one after the other. Writes bench-results/<--report, default verify-zoo>.json
  * after every run (a long measurement keeps what it finished): per run the outcome, the worst
  * difference-to-bound ratio, the largest ratio of the queue column (queue methods), the
- * decisions that switched within round-off and those beyond it (methods with decisions) and the
- * wall time; per method and W the worst ratio over the seeds and the seeds that failed; the CPU
+ * decisions that switched within round-off and those beyond it (methods with decisions), the
+ * ReLU branches near zero that switched (several ranks) and the wall time; per method and W the worst ratio over the seeds and the seeds that failed; the CPU
  * it ran on. Exits 1 if any run failed.
  */
 import { spawnSync } from 'node:child_process';
@@ -31,6 +31,8 @@ interface VerifyRun {
   switched: number | null;
   /** Decisions that differed beyond round-off (a failure). */
   decisionFailures: number;
+  /** ReLU branches near zero that switched, summed over steps (null without a ReLU branches column). */
+  branchesSwitched: number | null;
   seconds: number;
   /** The last lines of the output when the run did not pass. */
   output?: string;
@@ -61,6 +63,14 @@ function switchedDecisions(stdout: string): number | null {
   if (!/ decisions /.test(stdout)) return null;
   let n = 0;
   for (const line of stdout.split('\n')) if (/^\d+\s/.test(line)) n += Number(/ (\d+) differ/.exec(line)?.[1] ?? 0);
+  return n;
+}
+
+/** The ReLU branches that switched, summed over the step lines' `k/n switched` cells (null without that column). */
+function switchedBranches(stdout: string): number | null {
+  if (!/ ReLU branches /.test(stdout)) return null;
+  let n = 0;
+  for (const line of stdout.split('\n')) if (/^\d+\s/.test(line)) n += Number(/ (\d+)\/\d+ switched/.exec(line)?.[1] ?? 0);
   return n;
 }
 
@@ -105,13 +115,15 @@ function main(): void {
           worstQueue: worstQueueRatio(stdout),
           switched: switchedDecisions(stdout),
           decisionFailures: Number(/of its bound: (\d+) \S+ decision\(s\) differ/.exec(stdout)?.[1] ?? 0),
+          branchesSwitched: switchedBranches(stdout),
           seconds: Math.round(seconds),
         };
         if (!run.passed) run.output = `${stdout}${r.stderr ?? ''}`.split('\n').slice(-15).join('\n');
         runs.push(run);
         process.stderr.write(
           `${method} --devices ${w} --seed ${seed}: ${run.passed ? 'PASSED' : 'FAILED'} worst ${run.worst ?? '?'}` +
-            `${run.worstQueue !== null ? `, queues ${run.worstQueue.toFixed(2)}` : ''}${run.switched !== null ? `, ${run.switched} decision(s) switched` : ''} (${run.seconds} s)\n`,
+            `${run.worstQueue !== null ? `, queues ${run.worstQueue.toFixed(2)}` : ''}${run.switched !== null ? `, ${run.switched} decision(s) switched` : ''}` +
+            `${run.branchesSwitched !== null ? `, ${run.branchesSwitched} ReLU branch(es) switched` : ''} (${run.seconds} s)\n`,
         );
         writeReport(report, { cpu, seedsTable: seedsTable(runs), runs, passed: runs.every((x) => x.passed) });
       }

@@ -23,8 +23,11 @@
  * (reordering alone is not enough: it leaves each sample's own arithmetic as it was, and the
  * twins then miss the switches that the W-rank run's different rounding causes). A correct
  * W-rank run's difference to the reference is therefore a draw from the same distribution as
- * a twin's, including the reference's own unlucky ReLU switches, which every twin sees too;
- * the check is statistical, and more twins make a rare switch less likely to go unseen. The
+ * a twin's; the check is statistical, and a rare switch that the W-rank run makes and no twin
+ * does defeats it, which is why, on several ranks, the reference and the twins replay the
+ * W-rank run's ReLU branches near zero (src/verify/relu-branches.ts) and its neighbour and
+ * cluster choices (src/verify/decisions.ts): given the same decisions, what is left is smooth
+ * round-off, which a few twins estimate well. The
  * reference and its twins are five correct computations of the step, and the W-rank run is a
  * sixth: its difference to the reference is drawn like the difference between any two of the
  * five, so the round-off is the largest of all ten pairwise differences
