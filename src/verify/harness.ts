@@ -184,8 +184,9 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   const ddpDecisions = attachRecorder(distributed);
   const oneDecisions = one && attachRecorder(one.method);
   // On several ranks, ReLU branches near zero are decisions too: the W-rank run records them, the
-  // one-process runs replay them (src/verify/relu-branches.ts). One rank computes the reference's arithmetic.
-  const ddpBranches = worldSize > 1 ? new BranchRecorder() : undefined;
+  // one-process runs replay them (src/verify/relu-branches.ts). One rank computes the reference's
+  // arithmetic; a gradient cache runs other chunks of the batch in the W-rank and one-process runs.
+  const ddpBranches = worldSize > 1 && config.gradCacheChunk === undefined ? new BranchRecorder() : undefined;
   if (ddpBranches) installBranchWatch();
   const referenceLoader = one ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
   const perEpoch = ddpLoader.numBatches();
