@@ -18,8 +18,8 @@ import type { BaseMethod } from '../../src/methods/base.js';
 import { FeatureQueue } from '../../src/methods/queue.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { attachRecorder, compareDecisions, replayOf } from '../../src/verify/decisions.js';
-import type { VerifyResult } from '../../src/verify/harness.js';
 import { formatVerifyResult } from '../../src/verify/report.js';
+import { oneStepResult } from './results.js';
 import { SMALL_RUN } from '../distributed/helpers.js';
 
 const B = 6;
@@ -197,28 +197,7 @@ describe('verify: decisions', () => {
     assert.equal(decisions.differ, 1);
     assert.equal(decisions.beyond, 1);
     assert.ok(Math.abs(decisions.largestMargin - 2) < 1e-5, `margin ${decisions.largestMargin}`);
-    const cell = { value: 1e-7, bound: 1e-5 };
-    const result: VerifyResult = {
-      worldSize: 2,
-      steps: [
-        {
-          step: 1,
-          loss: cell.value,
-          gradients: 1e-6,
-          parameters: 1e-7,
-          gradientsTensor: 'a',
-          parametersTensor: 'b',
-          lossBound: 1e-5,
-          gradientsBound: 1e-5,
-          parametersBound: 1e-5,
-          decisions,
-        },
-      ],
-      worst: decisions.largestMargin / decisions.bound,
-      tolerance: 1e-5,
-      roundoffFactor: 4,
-      passed: false,
-    };
+    const result = oneStepResult({ decisions }, decisions.largestMargin / decisions.bound);
     const text = formatVerifyResult(result, 'nnclr');
     assert.match(text, /^1 .* 1 differ, largest margin 2\.00e\+0 \/ 1\.00e-5 /m);
     assert.match(

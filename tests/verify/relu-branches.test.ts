@@ -7,8 +7,8 @@
 import { strict as assert } from 'node:assert';
 import { initEngine } from '../../src/core/engine.js';
 import { tf, type Tensor } from '../../src/core/tf.js';
-import type { VerifyResult } from '../../src/verify/harness.js';
 import { formatVerifyResult } from '../../src/verify/report.js';
+import { oneStepResult } from './results.js';
 import {
   BranchRecorder,
   BranchReplayer,
@@ -115,28 +115,7 @@ describe('verify: ReLU branches', () => {
     );
     const unmatched = compareBranches(gathered, { ...run([0, 0]), unmatched: true }, [run([0, 0])], 4, 1e-5)!;
     assert.equal(unmatched.matched, false);
-    const cell = (value: number) => ({ value, bound: 1e-5 });
-    const result: VerifyResult = {
-      worldSize: 2,
-      steps: [
-        {
-          step: 1,
-          loss: cell(1e-7).value,
-          gradients: 1e-6,
-          parameters: 1e-7,
-          gradientsTensor: 'a',
-          parametersTensor: 'b',
-          lossBound: 1e-5,
-          gradientsBound: 1e-5,
-          parametersBound: 1e-5,
-          branches: wrong,
-        },
-      ],
-      worst: wrong.largestMargin / wrong.bound,
-      tolerance: 1e-5,
-      roundoffFactor: 4,
-      passed: false,
-    };
+    const result = oneStepResult({ branches: wrong }, wrong.largestMargin / wrong.bound);
     const text = formatVerifyResult(result, 'byol');
     assert.match(text, /^1 .* 2\/2 switched, 2\.50e-1 \/ 1\.00e-5 /m);
     assert.match(
