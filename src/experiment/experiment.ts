@@ -12,6 +12,8 @@ import { viewsFor } from '../data/augment/recipes.js';
 import type { ViewAugmentation } from '../data/augment/views.js';
 import type { Dataset, FolderDataset, ImageDataset } from '../data/dataset.js';
 import { loadImageFolder } from '../data/folder.js';
+import { MultiViewLoader } from '../data/loader.js';
+import { RandomSampler, type Sampler } from '../data/sampler.js';
 import { loadDataset } from '../data/load.js';
 import type { BaseMethod, MethodArgs } from '../methods/base.js';
 import { getMethodClass, resolveMethodArgs, type MethodClass } from '../methods/registry.js';
@@ -36,6 +38,20 @@ export interface Experiment<D extends Dataset = Dataset> {
 
 /** An experiment on an in-memory dataset (always with a test split). */
 export type InMemoryExperiment = Experiment<ImageDataset> & { test: ImageDataset };
+
+/**
+ * A loader of `experiment`'s training views in this thread (no workers), whole batches only, for
+ * what drives steps itself (`verify`, the engine check, tests): `batchSize` samples a batch
+ * (default the config's global batch), drawn by `sampler` (default the config's seed's shuffle).
+ */
+export function inProcessLoader(
+  experiment: Experiment,
+  config: Pick<TrainConfig, 'seed' | 'batchSize'>,
+  options: { batchSize?: number; sampler?: Sampler } = {},
+): MultiViewLoader {
+  const { batchSize = config.batchSize, sampler = new RandomSampler(experiment.train.length, config.seed) } = options;
+  return new MultiViewLoader({ dataset: experiment.train, views: experiment.views, batchSize, sampler, seed: config.seed, dropLast: true, workers: 0 });
+}
 
 /** Default `--image-size`: synthetic images are generated at 28 px, folder images resized to 64 px. */
 const DEFAULT_IMAGE_SIZE = { synthetic: 28, folder: 64 };

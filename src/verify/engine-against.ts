@@ -28,10 +28,9 @@
  */
 import { initEngine, type BackendChoice, type EngineInfo } from '../core/engine.js';
 import type { TrainConfig } from '../experiment/config.js';
-import { prepareExperiment } from '../experiment/experiment.js';
+import { inProcessLoader, prepareExperiment } from '../experiment/experiment.js';
 import { engineRequest } from '../experiment/train.js';
-import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
-import { RandomSampler } from '../data/sampler.js';
+import type { MultiViewBatch } from '../data/loader.js';
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
 import { SingleDeviceStrategy } from '../trainer/strategy.js';
@@ -265,15 +264,7 @@ export async function runEngineAgainst(config: TrainConfig, options: EngineCheck
   const request = engineRequest(config);
   const reference = await initEngine(options.against);
   const experiment = prepareExperiment(config);
-  const loader = new MultiViewLoader({
-    dataset: experiment.train,
-    views: experiment.views,
-    batchSize: config.batchSize,
-    sampler: new RandomSampler(experiment.train.length, config.seed),
-    seed: config.seed,
-    dropLast: true,
-    workers: 0,
-  });
+  const loader = inProcessLoader(experiment, config);
   const accumulate = config.accumulateGradBatches;
   const perEpoch = loader.numBatches();
   const batches: MultiViewBatch[][] = [];

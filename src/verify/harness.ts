@@ -1,6 +1,5 @@
 import { initEngine } from '../core/engine.js';
-import { MultiViewLoader, type MultiViewBatch } from '../data/loader.js';
-import { RandomSampler } from '../data/sampler.js';
+import type { MultiViewBatch } from '../data/loader.js';
 import { DdpStrategy } from '../distributed/ddp.js';
 import { createProcessGroup } from '../distributed/gloo.js';
 import type { WorkerEnv } from '../distributed/launcher.js';
@@ -12,7 +11,7 @@ import { setGradCheckpointing } from '../core/transformer.js';
 import { SingleDeviceStrategy } from '../trainer/strategy.js';
 import { atPath, invalidValue } from '../core/errors.js';
 import type { TrainConfig } from '../experiment/config.js';
-import { prepareExperiment } from '../experiment/experiment.js';
+import { inProcessLoader, prepareExperiment } from '../experiment/experiment.js';
 import { checkGradCache, engineRequest, localBatchSize } from '../experiment/train.js';
 import { boundRatio, gradientDifference, largestPairDifference, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
 import {
@@ -155,8 +154,6 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   const localBatch = localBatchSize(config, worldSize, experiment.train.length);
   const optim = { ...experiment.optim, warmupEpochs: 0, globalBatch: config.batchSize };
   const schedule = { totalSteps: steps, stepsPerEpoch: steps };
-  const loaderFor = (batchSize: number, sampler: MultiViewLoader['sampler']) =>
-    new MultiViewLoader({ dataset: experiment.train, views: experiment.views, batchSize, sampler, seed: config.seed, dropLast: true, workers: 0 });
   // The one-process runs take the whole global batch, W times a rank's: their transformer blocks
   // recompute activations in the backward pass (same gradients, bit for bit: core/checkpoint.ts),
   // so that a rank does not hold a global batch's activations beside its local batch's.
@@ -174,7 +171,10 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   const ddpTask = new SslTask(distributed, optim, undefined, config.gradCacheChunk);
   ddpTask.setup({ group });
   const ddpRun = taskRun(ddpTask, strategy, schedule);
-  const ddpLoader = loaderFor(localBatch, strategy.sampler({ length: experiment.train.length, seed: config.seed, localBatch, dropLast: true }));
+  const ddpLoader = inProcessLoader(experiment, config, {
+    batchSize: localBatch,
+    sampler: strategy.sampler({ length: experiment.train.length, seed: config.seed, localBatch, dropLast: true }),
+  });
 
   // This rank's one-process runs (src/verify/one-process.ts): one model, stepped once per run.
   const spread = Math.min(options.oneProcessRanks ?? 1, worldSize);
@@ -188,7 +188,7 @@ export async function runVerify(config: TrainConfig, options: VerifyOptions, wor
   // arithmetic; a gradient cache runs other chunks of the batch in the W-rank and one-process runs.
   const ddpBranches = worldSize > 1 && config.gradCacheChunk === undefined ? new BranchRecorder() : undefined;
   if (ddpBranches) installBranchWatch();
-  const referenceLoader = one ? loaderFor(config.batchSize, new RandomSampler(experiment.train.length, config.seed)) : undefined;
+  const referenceLoader = one ? inProcessLoader(experiment, config) : undefined;
   const perEpoch = ddpLoader.numBatches();
   const accumulate = config.accumulateGradBatches;
   const results: VerifyStep[] = [];

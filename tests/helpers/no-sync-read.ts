@@ -14,10 +14,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import * as backbones from '../../src/backbones/index.js';
-import { MultiViewLoader } from '../../src/data/loader.js';
-import { RandomSampler } from '../../src/data/sampler.js';
 import { buildConfig } from '../../src/experiment/config.js';
-import { prepareExperiment } from '../../src/experiment/experiment.js';
+import { inProcessLoader, prepareExperiment } from '../../src/experiment/experiment.js';
 import { getMethodClass } from '../../src/methods/registry.js';
 import { SslTask } from '../../src/methods/task.js';
 import { ProgressBar, type Callback } from '../../src/trainer/callbacks.js';
@@ -125,14 +123,7 @@ export function describeNoSyncReads(title: string, methods: string[]): void {
         });
         const experiment = prepareExperiment(config);
         const task = new SslTask(experiment.createMethod(), { ...experiment.optim, globalBatch: config.batchSize });
-        const loader = new MultiViewLoader({
-          dataset: experiment.train,
-          views: experiment.views,
-          batchSize: config.batchSize,
-          sampler: new RandomSampler(experiment.train.length, config.seed),
-          seed: config.seed,
-          workers: 0,
-        });
+        const loader = inProcessLoader(experiment, config);
         const data = { batchSize: config.batchSize, numBatches: () => loader.numBatches(), batches: loader.batches.bind(loader), close: () => loader.close() };
         const reads = forbidSyncReadsDuringFit();
         const progress = new PassThrough();
