@@ -131,7 +131,9 @@ interface OneProcessRun extends TaskRun {
  * same batches in another sample order, to measure how far two correct float32 runs of this
  * model drift apart; each W-rank difference must stay within `roundoffFactor` times the
  * largest difference of its kind and step between any two of the reference and its twins, or
- * within `tolerance` (src/verify/roundoff.ts explains why). The reference and the twins run on
+ * within `tolerance` (src/verify/roundoff.ts explains why); all of them replay the W-rank run's
+ * discrete decisions (src/verify/decisions.ts) and, on several ranks, its ReLU branches near zero
+ * (src/verify/relu-branches.ts), and compare them as decisions. The reference and the twins run on
  * rank 0, or spread over the first `oneProcessRanks` ranks, each from rank 0's state, and rank
  * 0 compares (src/verify/one-process.ts). Every run steps through the trainer's step sequence
  * (src/trainer/step.ts: hooks, scheduler, sync, adjustment, update) with the method's schedule
