@@ -153,9 +153,8 @@ export class BranchRecorder implements BranchWatcher {
   }
 }
 
-/** Every rank's calls on every rank: each rank's in one broadcast, rank by rank (every rank calls it). */
+/** Every rank's calls on every rank: each rank's in one broadcast, rank by rank (every rank calls it; several ranks only, as the recorder). */
 export function gatherBranches(calls: RankBranchCall[], localBatch: number, group: ProcessGroup): GatheredBranches {
-  if (group.worldSize === 1) return { ranks: [calls], localBatch };
   const mine = packMessage(
     calls.map((c) => c.shape),
     calls.flatMap((c) => [c.index, c.taken]),
