@@ -6,8 +6,11 @@
  * after every run (a long measurement keeps what it finished): per run the outcome, the worst
  * difference-to-bound ratio, the largest ratio of the queue column (queue methods), the
  * decisions that switched within round-off and those beyond it (methods with decisions), the
- * ReLU branches near zero that switched (several ranks) and the wall time; per method and W the worst ratio over the seeds and the seeds that failed; the CPU
- * it ran on. Exits 1 if any run failed.
+ * ReLU branches near zero that switched (several ranks) and the wall time; per method and W the
+ * worst ratio over the seeds and the seeds that failed; the CPU it ran on. Exits 1 if any run
+ * failed. `--one-process-ranks N` (default 1) spreads the reference and its twins over N ranks
+ * (at most W): the same result bit for bit (tests/verify/one-process.test.ts), sooner on several
+ * cores, with N ranks each holding a one-process model.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -92,6 +95,9 @@ function main(): void {
   const devices = flag('devices', '2,3').split(',').map(Number);
   const seeds = flag('seeds', '0').split(',').map(Number);
   const report = flag('report', 'verify-zoo');
+  const oneProcessRanks = Number(flag('one-process-ranks', '1'));
+  if (!Number.isInteger(oneProcessRanks) || oneProcessRanks < 1)
+    throw new Error(`--one-process-ranks: expected an integer >= 1, got ${flag('one-process-ranks', '')}`);
   if (seeds.some((s) => !Number.isInteger(s) || s < 0)) throw new Error(`--seeds: expected integers >= 0 separated by commas, got ${flag('seeds', '')}`);
   const flags = readFileSync('/proc/cpuinfo', 'utf8');
   const isa = /\bamx_tile\b/.test(flags) ? 'AMX' : /\bavx512f\b/.test(flags) ? 'AVX-512' : 'AVX2';
@@ -102,6 +108,7 @@ function main(): void {
       for (const seed of seeds) {
         const start = Date.now();
         const args = [CLI, 'verify', '--method', method, '--devices', String(w), '--seed', String(seed)];
+        if (oneProcessRanks > 1) args.push('--one-process-ranks', String(Math.min(oneProcessRanks, w)));
         const r = spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 1_800_000 });
         const seconds = (Date.now() - start) / 1000;
         const stdout = r.stdout ?? '';
@@ -125,7 +132,7 @@ function main(): void {
             `${run.worstQueue !== null ? `, queues ${run.worstQueue.toFixed(2)}` : ''}${run.switched !== null ? `, ${run.switched} decision(s) switched` : ''}` +
             `${run.branchesSwitched !== null ? `, ${run.branchesSwitched} ReLU branch(es) switched` : ''} (${run.seconds} s)\n`,
         );
-        writeReport(report, { cpu, seedsTable: seedsTable(runs), runs, passed: runs.every((x) => x.passed) });
+        writeReport(report, { cpu, oneProcessRanks, seedsTable: seedsTable(runs), runs, passed: runs.every((x) => x.passed) });
       }
     }
   }
