@@ -51,7 +51,7 @@ export interface GatheredBranches {
 export interface ReplayedBranches {
   at: Float32Array[];
   scale: number[];
-  /** The replayed branches, per call, in the order of `at` (the reference's; empty for twins, whose are the same). */
+  /** The replayed branches, per call, in the order of `at` (the same in every run: rank 0 compares the reference's). */
   taken: Float32Array[];
   /** Whether a call could not be mapped to the W-rank run's (it took its own branches there). */
   unmatched: boolean;
@@ -114,43 +114,50 @@ export async function watchBranches<T>(watcher: BranchWatcher, fn: () => Promise
   }
 }
 
-/** The W-rank run's recorder: notes each ReLU input's near-zero entries and branches; its gradients stay the gradient's own. */
+/**
+ * The W-rank run's recorder: notes each ReLU input's near-zero entries and branches; its
+ * gradients stay the gradient's own. Each input is read back asynchronously as soon as the
+ * event loop turns (between micro-batches) and scanned in one pass: no tensor op of its own,
+ * and nothing held beyond the buffer the tape already holds.
+ */
 export class BranchRecorder implements BranchWatcher {
-  private pending: Array<{ shape: number[]; near: Tensor; positive: Tensor }> = [];
+  private pending: Array<Promise<RankBranchCall>> = [];
 
   branches(x: Tensor): undefined {
-    const [near, positive] = tf.tidy(() => {
-      const flat = tf.reshape(x, [-1]);
-      const magnitude = tf.abs(flat);
-      return [tf.lessEqual(magnitude, tf.mul(tf.max(magnitude), NEAR_ZERO)), tf.greater(flat, 0)];
-    });
-    this.pending.push({ shape: x.shape.slice(), near: tf.keep(near), positive: tf.keep(positive) });
+    const input = tf.keep(tf.clone(x));
+    const call = input
+      .data<'float32'>()
+      .then((values) => nearZeroEntries(input.shape.slice(), values))
+      .finally(() => input.dispose());
+    call.catch(() => undefined); // awaited by takeStep; a step abandoned by an error must not warn of an unhandled rejection
+    this.pending.push(call);
     return undefined;
   }
 
-  /** The step's calls, read back asynchronously; clears the recorder. */
+  /** The step's calls in order; clears the recorder. */
   async takeStep(): Promise<RankBranchCall[]> {
     const pending = this.pending;
     this.pending = [];
-    try {
-      const out: RankBranchCall[] = [];
-      for (const p of pending) {
-        const where = await tf.whereAsync(p.near);
-        const index = tf.reshape(where, [-1]);
-        const taken = tf.cast(tf.gather(p.positive, index), 'float32');
-        out.push({ shape: p.shape, index: Int32Array.from(await index.data<'int32'>()), taken: Float32Array.from(await taken.data<'float32'>()) });
-        tf.dispose([where, index, taken]);
-      }
-      return out;
-    } finally {
-      this.dispose(pending);
-    }
+    return Promise.all(pending);
   }
 
-  dispose(pending = this.pending): void {
-    for (const p of pending) tf.dispose([p.near, p.positive]);
-    if (pending === this.pending) this.pending = [];
+  /** Drops the calls not taken (their inputs are released once read). */
+  dispose(): void {
+    this.pending = [];
   }
+}
+
+/** The entries of a ReLU input (`values`, of `shape`) within {@link NEAR_ZERO} of its largest |x| of zero, and their branches (1: x > 0). */
+export function nearZeroEntries(shape: number[], values: Float32Array): RankBranchCall {
+  let largest = 0;
+  for (let i = 0; i < values.length; i++) {
+    const magnitude = Math.abs(values[i]!);
+    if (magnitude > largest) largest = magnitude;
+  }
+  const threshold = largest * NEAR_ZERO; // exact: a power of two times a float32
+  const index: number[] = [];
+  for (let i = 0; i < values.length; i++) if (Math.abs(values[i]!) <= threshold) index.push(i);
+  return { shape, index: Int32Array.from(index), taken: Float32Array.from(index, (i) => (values[i]! > 0 ? 1 : 0)) };
 }
 
 /** Every rank's calls on every rank: each rank's in one broadcast, rank by rank (every rank calls it; several ranks only, as the recorder). */

@@ -37,18 +37,24 @@ describe('verify: ReLU branches', () => {
   after(() => uninstallBranchWatch());
 
   it('the W-rank recorder leaves the gradient bit for bit and records the inputs within NEAR_ZERO of zero with their branches', async () => {
-    const x = [1e-9, 2, -3, -5e-4, 7e-4, -1e-9];
+    // 3 · 2^-12 is the threshold itself (recorded), 7.4e-4 just above it (not).
+    const x = [1e-9, 2, -3, -5e-4, 7e-4, -1e-9, -3 * NEAR_ZERO, 7.4e-4];
+    const tensors = () => tf.memory().numTensors;
+    const t0 = tensors();
     const plain = await reluGradient(x);
+    const plainLeft = tensors() - t0; // the helper's inputs
     const recorder = new BranchRecorder();
     const watched = await watchBranches(recorder, () => reluGradient(x));
     assert.deepEqual(watched, plain);
-    assert.deepEqual(Array.from(plain), [1, 2, 0, 0, 5, 0]);
+    assert.deepEqual(Array.from(plain), [1, 2, 0, 0, 5, 0, 0, 8]);
     const [call] = await recorder.takeStep();
-    // |x| <= 3 · 2^-12 ≈ 7.3e-4: entries 0, 3, 4, 5.
-    assert.ok(7e-4 <= 3 * NEAR_ZERO && 3 * NEAR_ZERO < 8e-4);
-    assert.deepEqual(call!.shape, [6]);
-    assert.deepEqual(Array.from(call!.index), [0, 3, 4, 5]);
-    assert.deepEqual(Array.from(call!.taken), [1, 0, 1, 0]);
+    // |x| <= 3 · 2^-12 ≈ 7.32e-4: entries 0, 3, 4, 5 and 6.
+    assert.ok(7e-4 <= 3 * NEAR_ZERO && 3 * NEAR_ZERO < 7.4e-4);
+    assert.deepEqual(call!.shape, [8]);
+    assert.deepEqual(Array.from(call!.index), [0, 3, 4, 5, 6]);
+    assert.deepEqual(Array.from(call!.taken), [1, 0, 1, 0, 0]);
+    assert.deepEqual(await recorder.takeStep(), []);
+    assert.equal(tensors() - t0, 2 * plainLeft, 'the recorder released the input it read');
   });
 
   it("a replayer takes the W-rank run's branch at its entries (and its own elsewhere) and reads its inputs there", async () => {
