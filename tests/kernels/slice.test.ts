@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { tf, type Tensor } from '../../src/core/tf.js';
 import { assertClose, assertRanNatively, bothEngines, randn, requireNativeKernels } from './helpers.js';
 
-describe('kernels/slice: Slice, SplitV and PadV2 (block copies)', () => {
+describe('kernels/slice: Slice, SplitV, Unpack and PadV2 (block copies)', () => {
   before(requireNativeKernels);
 
   it('Slice of a block along every axis and of a box inside all axes equals the JS kernel exactly', () => {
@@ -59,6 +59,24 @@ describe('kernels/slice: Slice, SplitV and PadV2 (block copies)', () => {
       [3, 7, 2],
     ]);
     assertRanNatively(r.stats, 'SplitV', what);
+  });
+
+  it('Unpack along a middle, the last and a negative axis, of int32 values, and its gradient, equals the JS kernel exactly', () => {
+    const what = 'unstack [3, 5, 4] along axes 1, 2 and -2';
+    const r = bothEngines(() => {
+      const x = randn([3, 5, 4], 6);
+      const ints = tf.tensor3d(
+        Int32Array.from({ length: 24 }, (_, i) => i * 5 - 11),
+        [2, 3, 4],
+        'int32',
+      );
+      const w = randn([3, 4], 7);
+      const grad = tf.grad((v: Tensor) => tf.addN(tf.unstack(v, 1).map((piece, i) => tf.sum(tf.mul(piece, tf.mul(w, i + 1))))))(x);
+      return [...tf.unstack(x, 1), ...tf.unstack(x, 2), ...tf.unstack(x, -2), ...tf.unstack(ints, 2).map((p) => tf.cast(p, 'float32')), grad];
+    });
+    assertClose(r, what, 0);
+    assert.deepEqual(r.native.shapes.slice(0, 6), [...Array(5).fill([3, 4]), [3, 5]]);
+    assertRanNatively(r.stats, 'Unpack', what);
   });
 
   it('PadV2 with zeros and with a constant, and the gradients of a slice and of a concat, equal the JS kernels', () => {

@@ -1,13 +1,15 @@
 /**
- * Block-copying `Slice`, `SplitV` and `PadV2` for the cpu backend, in plain JS over typed
+ * Block-copying `Slice`, `SplitV`, `Unpack` and `PadV2` for the cpu backend, in plain JS over typed
  * arrays (no addon call). tfjs's JS kernels move one element at a time through coordinate
  * arrays (`indexToLoc` / `locToIndex`, about 100 ns per element) whenever the block is not one
  * contiguous range: a slice or a split along a middle axis (the `[CLS]` token of `[B, N, D]`
- * tokens, MAE's kept/masked token halves), and every slice's gradient (a `PadV2` with zeros).
- * MAE's decoder at batch 64 spent 11 s a step in them. These copy the block's contiguous runs
- * (the innermost axes it spans whole) with `TypedArray.set`.
+ * tokens, MAE's kept/masked token halves), an unstack along one (VICReg-L's locations of
+ * `[B, M, C]`: tfjs's `Unpack` calls its JS slice directly, past a registered `Slice`), and every
+ * slice's gradient (a `PadV2` with zeros). MAE's decoder at batch 64 spent 11 s a step in them,
+ * VICReg-L 6 s of a 16 s step. These copy the block's contiguous runs (the innermost axes it
+ * spans whole) with `TypedArray.set`.
  *
- * All three only move values, so they are exact. Contiguous slices, strings and complex
+ * All four only move values, so they are exact. Contiguous slices, strings and complex
  * values go to the JS kernels (a contiguous slice there is already a zero-copy `subarray`).
  */
 import { tf } from '../tf.js';
@@ -102,6 +104,30 @@ const splitVKernel: NativeKernel = {
   },
 };
 
+/** `Unpack` (`tf.unstack`): `value` cut along `axis` into its `shape[axis]` slices, that axis dropped. */
+const unpackKernel: NativeKernel = {
+  kernelName: 'Unpack',
+  func: ({ inputs, backend, attrs = {} }) => {
+    const { value } = inputs;
+    const values = typedValues(backend, value);
+    if (value == null || values == null) return null;
+    const rank = value.shape.length;
+    const axis = (attrs.axis as number) < 0 ? (attrs.axis as number) + rank : (attrs.axis as number);
+    // Along the first non-unit axis every slice is contiguous: the JS kernel's zero-copy subarrays.
+    if (value.shape.slice(0, axis).every((d) => d === 1)) return null;
+    const begin = new Array<number>(rank).fill(0);
+    const size = [...value.shape];
+    size[axis] = 1;
+    const outShape = value.shape.filter((_, i) => i !== axis);
+    return Array.from({ length: value.shape[axis]! }, (_, i) => {
+      begin[axis] = i;
+      const out = zeroedLike(values, sizeOf(size));
+      copyBox(values, value.shape, begin, out, size, new Array<number>(rank).fill(0), size);
+      return backend.makeTensorInfo(outShape, value.dtype, out);
+    });
+  },
+};
+
 /** `PadV2`: `x` inside a block of `constantValue`, `paddings[i]` = [before, after] on axis i. */
 const padV2Kernel: NativeKernel = {
   kernelName: 'PadV2',
@@ -127,4 +153,4 @@ const padV2Kernel: NativeKernel = {
   },
 };
 
-export const sliceKernels: NativeKernel[] = [sliceKernel, splitVKernel, padV2Kernel];
+export const sliceKernels: NativeKernel[] = [sliceKernel, splitVKernel, unpackKernel, padV2Kernel];
