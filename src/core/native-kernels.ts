@@ -31,6 +31,7 @@ import { packageRoot } from './package-root.js';
 import { batchNormKernels, registerBatchNormGradient } from './kernels/batch-norm.js';
 import { gatherKernels } from './kernels/gather.js';
 import { sliceKernels } from './kernels/slice.js';
+import { topKKernels } from './kernels/topk.js';
 import { geluKernels } from './kernels/gelu.js';
 import { groupNormKernels, registerGroupNormGradient } from './kernels/group-norm.js';
 import type { DnnlAddon, KernelArgs, NativeKernel } from './kernels/common.js';
@@ -59,7 +60,7 @@ export { batchNormTraining, type BatchNormTrainingResult } from './kernels/batch
 export { groupNorm } from './kernels/group-norm.js';
 
 /** Native replacements of tfjs cpu kernels (the JS kernel stays as their fallback). */
-const REPLACING: NativeKernel[] = [...matmulKernels, ...convKernels, ...cpuOpKernels, ...gatherKernels, ...sliceKernels];
+const REPLACING: NativeKernel[] = [...matmulKernels, ...convKernels, ...cpuOpKernels, ...gatherKernels, ...sliceKernels, ...topKKernels];
 /** Kernels that tfjs does not have (fused training batch norm, ReLU gradient, GELU, softmax), added with the others. */
 const ADDING: NativeKernel[] = [...batchNormKernels, ...groupNormKernels, reluGradKernel, ...geluKernels, ...softmaxKernels];
 
