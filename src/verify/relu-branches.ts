@@ -148,7 +148,7 @@ export class BranchRecorder implements BranchWatcher {
 }
 
 /** The entries of a ReLU input (`values`, of `shape`) within {@link NEAR_ZERO} of its largest |x| of zero, and their branches (1: x > 0). */
-export function nearZeroEntries(shape: number[], values: Float32Array): RankBranchCall {
+function nearZeroEntries(shape: number[], values: Float32Array): RankBranchCall {
   let largest = 0;
   for (let i = 0; i < values.length; i++) {
     const magnitude = Math.abs(values[i]!);

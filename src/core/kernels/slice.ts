@@ -61,11 +61,11 @@ function copyBox(src: Values, srcShape: number[], srcBegin: number[], dst: Value
   }
 }
 
-/** A copy of the block `[begin, begin + size)` of `x` (values of its dtype). */
-function copySlice(backend: CpuBackend, x: TensorInfo, values: Values, begin: number[], size: number[]): TensorInfo {
+/** A copy of the block `[begin, begin + size)` of `x` (values of its dtype), of shape `shape` (default `size`; the same number of values). */
+function copySlice(backend: CpuBackend, x: TensorInfo, values: Values, begin: number[], size: number[], shape = size): TensorInfo {
   const out = zeroedLike(values, sizeOf(size));
   copyBox(values, x.shape, begin, out, size, new Array<number>(size.length).fill(0), size);
-  return backend.makeTensorInfo(size, x.dtype, out);
+  return backend.makeTensorInfo(shape, x.dtype, out);
 }
 
 /** `Slice`: `x [...]` -> the block `[begin, begin + size)` (negative size: to the end). */
@@ -121,9 +121,7 @@ const unpackKernel: NativeKernel = {
     const outShape = value.shape.filter((_, i) => i !== axis);
     return Array.from({ length: value.shape[axis]! }, (_, i) => {
       begin[axis] = i;
-      const out = zeroedLike(values, sizeOf(size));
-      copyBox(values, value.shape, begin, out, size, new Array<number>(rank).fill(0), size);
-      return backend.makeTensorInfo(outShape, value.dtype, out);
+      return copySlice(backend, value, values, begin, size, outShape);
     });
   },
 };
