@@ -7,8 +7,10 @@
  * difference-to-bound ratio, the largest ratio of the queue column (queue methods), the
  * decisions that switched within round-off and those beyond it (methods with decisions), the
  * ReLU branches near zero that switched (several ranks) and the wall time; per method and W the
- * worst ratio over the seeds and the seeds that failed; the CPU it ran on. Exits 1 if any run
- * failed. `--one-process-ranks N` (default 1) spreads the reference and its twins over N ranks
+ * worst ratio over the seeds, the seeds that failed and those killed before a verdict (a rank
+ * or verify itself ended by a signal: SIGKILL is most often the out-of-memory killer, so such
+ * a run says nothing about the method and is run again with less beside it); the CPU it ran on.
+ * Exits 1 if any run did not pass. `--one-process-ranks N` (default 1) spreads the reference and its twins over N ranks
  * (at most W): the same result bit for bit (tests/verify/one-process.test.ts), sooner on several
  * cores, with N ranks each holding a one-process model.
  */
@@ -18,77 +20,9 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { BUILT_IN_METHODS } from '../../src/methods/registry.js';
 import { flag, writeReport } from './common.js';
+import { runLine, seedsTable, verifyRun, type VerifyRun } from './verify-outcome.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/bin.js', import.meta.url));
-
-interface VerifyRun {
-  method: string;
-  devices: number;
-  seed: number;
-  passed: boolean;
-  /** The worst difference / bound over steps and kinds (passes at <= 1). */
-  worst: number | null;
-  /** The worst queue difference / bound, for methods with queues. */
-  worstQueue: number | null;
-  /** Decisions (nearest neighbours) that switched within round-off, summed over steps, for methods with decisions. */
-  switched: number | null;
-  /** Decisions that differed beyond round-off (a failure). */
-  decisionFailures: number;
-  /** ReLU branches near zero that switched, summed over steps (null without a ReLU branches column). */
-  branchesSwitched: number | null;
-  seconds: number;
-  /** The last lines of the output when the run did not pass. */
-  output?: string;
-}
-
-/** Per method and world size: the worst ratio over the seeds measured, and the seeds that failed. */
-interface SeedsRow {
-  method: string;
-  devices: number;
-  seeds: number[];
-  worst: number | null;
-  failedSeeds: number[];
-}
-
-/** The largest `difference / bound` of the queues column (the 4th `a / b` cell of each step line). */
-function worstQueueRatio(stdout: string): number | null {
-  if (!/ queues /.test(stdout)) return null;
-  let worst = 0;
-  for (const line of stdout.split('\n')) {
-    const cells = [...line.matchAll(/([0-9.]+e[+-]\d+) \/ ([0-9.]+e[+-]\d+)/g)];
-    if (/^\d+\s/.test(line) && cells.length >= 4) worst = Math.max(worst, Number(cells[3]![1]) / Number(cells[3]![2]));
-  }
-  return worst;
-}
-
-/** The decisions that differed, summed over the step lines' `k differ` cells (null without a decisions column). */
-function switchedDecisions(stdout: string): number | null {
-  if (!/ decisions /.test(stdout)) return null;
-  let n = 0;
-  for (const line of stdout.split('\n')) if (/^\d+\s/.test(line)) n += Number(/ (\d+) differ/.exec(line)?.[1] ?? 0);
-  return n;
-}
-
-/** The ReLU branches that switched, summed over the step lines' `k/n switched` cells (null without that column). */
-function switchedBranches(stdout: string): number | null {
-  if (!/ ReLU branches /.test(stdout)) return null;
-  let n = 0;
-  for (const line of stdout.split('\n')) if (/^\d+\s/.test(line)) n += Number(/ (\d+)\/\d+ switched/.exec(line)?.[1] ?? 0);
-  return n;
-}
-
-function seedsTable(runs: VerifyRun[]): SeedsRow[] {
-  const rows = new Map<string, SeedsRow>();
-  for (const r of runs) {
-    const key = `${r.method}:${r.devices}`;
-    const row = rows.get(key) ?? { method: r.method, devices: r.devices, seeds: [], worst: 0, failedSeeds: [] };
-    row.seeds.push(r.seed);
-    row.worst = row.worst === null || r.worst === null ? null : Math.max(row.worst, r.worst);
-    if (!r.passed) row.failedSeeds.push(r.seed);
-    rows.set(key, row);
-  }
-  return [...rows.values()];
-}
 
 function main(): void {
   const methods = flag('methods', BUILT_IN_METHODS.join(',')).split(',').filter(Boolean);
@@ -110,28 +44,15 @@ function main(): void {
         const args = [CLI, 'verify', '--method', method, '--devices', String(w), '--seed', String(seed)];
         if (oneProcessRanks > 1) args.push('--one-process-ranks', String(Math.min(oneProcessRanks, w)));
         const r = spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 1_800_000 });
-        const seconds = (Date.now() - start) / 1000;
-        const stdout = r.stdout ?? '';
-        const worst = /the worst difference is ([0-9.]+|Infinity) of its bound/.exec(stdout);
-        const run: VerifyRun = {
+        const run = verifyRun(
           method,
-          devices: w,
+          w,
           seed,
-          passed: r.status === 0 && /PASSED/.test(stdout),
-          worst: worst ? Number(worst[1]) : null,
-          worstQueue: worstQueueRatio(stdout),
-          switched: switchedDecisions(stdout),
-          decisionFailures: Number(/of its bound: (\d+) \S+ decision\(s\) differ/.exec(stdout)?.[1] ?? 0),
-          branchesSwitched: switchedBranches(stdout),
-          seconds: Math.round(seconds),
-        };
-        if (!run.passed) run.output = `${stdout}${r.stderr ?? ''}`.split('\n').slice(-15).join('\n');
-        runs.push(run);
-        process.stderr.write(
-          `${method} --devices ${w} --seed ${seed}: ${run.passed ? 'PASSED' : 'FAILED'} worst ${run.worst ?? '?'}` +
-            `${run.worstQueue !== null ? `, queues ${run.worstQueue.toFixed(2)}` : ''}${run.switched !== null ? `, ${run.switched} decision(s) switched` : ''}` +
-            `${run.branchesSwitched !== null ? `, ${run.branchesSwitched} ReLU branch(es) switched` : ''} (${run.seconds} s)\n`,
+          { status: r.status, signal: r.signal, stdout: r.stdout ?? '', stderr: r.stderr ?? '' },
+          (Date.now() - start) / 1000,
         );
+        runs.push(run);
+        process.stderr.write(`${runLine(run)}\n`);
         writeReport(report, { cpu, oneProcessRanks, seedsTable: seedsTable(runs), runs, passed: runs.every((x) => x.passed) });
       }
     }

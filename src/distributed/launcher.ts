@@ -250,8 +250,13 @@ const DEFAULT_STOP_TIMEOUT_MS = 300_000;
 /** The exit codes of a worker that a stop signal interrupted (130, 138, 143). */
 const STOP_EXIT_CODES = new Set(STOP_SIGNALS.map(signalExitCode));
 
-/** "killed by SIGKILL" or "exited with code 3". */
+/**
+ * "killed by SIGTERM" or "exited with code 3". A first failure is never the launcher's own
+ * doing (it signals workers only once stopping), so a SIGKILL came from outside: say what most
+ * often sends one.
+ */
 export function describeExit(code: number | null, signal: NodeJS.Signals | null): string {
+  if (signal === 'SIGKILL') return `killed by SIGKILL, not by ssl-train (most often the kernel's out-of-memory killer: \`dmesg\` names it)`;
   return signal ? `killed by ${signal}` : `exited with code ${code}`;
 }
 

@@ -65,21 +65,23 @@ describe('launcher: how a failed rank is reported', function () {
   this.timeout(60_000);
 
   it('names the exit code or signal and the last error line', () => {
-    assert.equal(failureReport(1, null, 'SIGKILL', ''), 'ssl-train: rank 1 failed: killed by SIGKILL');
+    const oomHint = "not by ssl-train (most often the kernel's out-of-memory killer: `dmesg` names it)";
+    assert.equal(failureReport(1, null, 'SIGKILL', ''), `ssl-train: rank 1 failed: killed by SIGKILL, ${oomHint}`);
+    assert.equal(failureReport(1, null, 'SIGSEGV', ''), 'ssl-train: rank 1 failed: killed by SIGSEGV', 'only SIGKILL gets the hint');
     assert.equal(
       failureReport(2, 3, null, 'loading\nError: boom\n    at f (a.js:1:1)\n'),
       'ssl-train: rank 2 failed: exited with code 3: Error: boom\n    at f (a.js:1:1)',
     );
     assert.equal(failureReport(1, 1, null, 'ssl-train: internal error: Error: x\n'), 'ssl-train: rank 1 failed: exited with code 1: internal error: Error: x');
     assert.equal(failureReport(1, 2, null, 'ssl-train: error: --lr: bad\n'), 'ssl-train: error: --lr: bad');
-    assert.equal(failureReport(0, null, 'SIGKILL', ''), 'ssl-train: rank 0 failed: killed by SIGKILL');
+    assert.equal(failureReport(0, null, 'SIGKILL', ''), `ssl-train: rank 0 failed: killed by SIGKILL, ${oomHint}`);
     assert.equal(failureReport(0, 2, null, 'ssl-train: error: x\n'), undefined, "rank 0's own error already reached the terminal");
     assert.equal(failureReport(0, 1, null, 'ssl-train: error: training stopped at step 3\n'), undefined, "rank 0's failed run said why");
     assert.equal(failureReport(0, 1, null, 'ssl-train: internal error: Error: x\n    at f (a.js:1:1)\n'), 'ssl-train: rank 0 failed: exited with code 1');
   });
 
   for (const [mode, code, pattern] of [
-    ['kill', 1, /^ssl-train: rank 1 failed: killed by SIGKILL$/m],
+    ['kill', 1, /^ssl-train: rank 1 failed: killed by SIGKILL, not by ssl-train \(most often the kernel's out-of-memory killer: `dmesg` names it\)$/m],
     ['exit3', 1, /^ssl-train: rank 1 failed: exited with code 3: Error: disk quota exceeded\n {4}at writeShard/m],
     ['user', 2, /^ssl-train: error: --batch-size: 7 is not allowed$/m],
   ] as const) {
