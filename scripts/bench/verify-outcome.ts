@@ -11,6 +11,8 @@ export interface VerifyProcessResult {
   signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
+  /** Stopped by the caller's time limit (then `signal` is the one it sent). */
+  timedOut?: boolean;
 }
 
 export interface VerifyRun {
@@ -102,7 +104,8 @@ export function verifyRun(method: string, devices: number, seed: number, r: Veri
     seconds: Math.round(seconds),
   };
   const killedRank = /rank (\d+) failed: killed by (SIG[A-Z0-9]+)/.exec(r.stderr);
-  if (r.signal) run.killed = `verify killed by ${r.signal}`;
+  if (r.timedOut) run.killed = `verify stopped at its time limit by ${r.signal}`;
+  else if (r.signal) run.killed = `verify killed by ${r.signal}`;
   else if (killedRank) run.killed = `rank ${killedRank[1]} killed by ${killedRank[2]}`;
   if (!run.passed) run.output = `${r.stdout}${r.stderr}`.split('\n').slice(-15).join('\n');
   return run;

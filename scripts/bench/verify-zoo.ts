@@ -48,7 +48,13 @@ function main(): void {
           method,
           w,
           seed,
-          { status: r.status, signal: r.signal, stdout: r.stdout ?? '', stderr: r.stderr ?? '' },
+          {
+            status: r.status,
+            signal: r.signal,
+            stdout: r.stdout ?? '',
+            stderr: r.stderr ?? '',
+            timedOut: (r.error as NodeJS.ErrnoException | undefined)?.code === 'ETIMEDOUT',
+          },
           (Date.now() - start) / 1000,
         );
         runs.push(run);

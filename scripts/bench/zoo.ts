@@ -18,9 +18,10 @@
  * `--from-runs` records the finished runs in bench-runs/zoo/ instead of training again;
  * `--restamp` re-fingerprints the rows whose recipe file did not change since they were
  * measured. `--curves` also validates before the first step and after every epoch (outside the
- * fingerprint: validation changes no weights).
+ * fingerprint: validation changes no weights). Training saves `last.ckpt` every 25 steps, and
+ * `--resume` continues each method's interrupted run from it if it trained the same recipe
+ * (scripts/bench/zoo-recipe.ts), else starts that method fresh.
  */
-import { createHash } from 'node:crypto';
 import { execSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -35,8 +36,9 @@ import { buildConfig, readConfigFile, TrainConfig } from '../../src/experiment/c
 import { prepareExperiment } from '../../src/experiment/experiment.js';
 import { runTraining } from '../../src/experiment/train.js';
 import { loadCheckpoint } from '../../src/trainer/checkpoint.js';
-import { BUILT_IN_METHODS, getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
+import { BUILT_IN_METHODS, getMethodClass } from '../../src/methods/registry.js';
 import { flag } from './common.js';
+import { fingerprint, prepareRun } from './zoo-recipe.js';
 
 const RESULTS = 'scripts/bench/zoo-results.json';
 const README = 'README.md';
@@ -128,34 +130,10 @@ function benchConfig(method: string, epochs: number): TrainConfig {
     knnTrainSamples: 0,
     valSamples: 0,
     checkpointEvery: 0,
+    // A long row (a ViT method: hours on 2 cores) loses at most 25 steps to an interruption (--resume).
+    checkpointEverySteps: 25,
     runDir: join('bench-runs', 'zoo', method),
   });
-}
-
-/**
- * Options that do not change what is trained or measured: where and how often things are
- * written, and validation (kNN and the probe's accuracy in eval mode, which draws no random
- * numbers and changes no weights) before the first step and after every epoch, which gives
- * the comparison picture its curves; the row keeps the last validation.
- */
-const NOT_RECIPE = new Set(['runDir', 'dataDir', 'workers', 'logEvery', 'valEvery', 'valAtStart']);
-
-/**
- * What defines a row: the options that differ from their defaults (so that a new option added
- * with a default that keeps the old behaviour leaves every row current) and the method's
- * resolved recipe (hyperparameters, optimizer, augmentations).
- */
-function fingerprint(config: TrainConfig): string {
-  const cls = getMethodClass(config.method);
-  const defaults = new TrainConfig() as unknown as Record<string, unknown>;
-  const set = Object.entries(config).filter(([k, v]) => !NOT_RECIPE.has(k) && JSON.stringify(v) !== JSON.stringify(defaults[k]));
-  const what = {
-    config: Object.fromEntries(set.sort(([a], [b]) => a.localeCompare(b))),
-    args: resolveMethodArgs(config.method, config.methodArgs),
-    optim: cls.optimDefaults,
-    views: cls.viewRecipe,
-  };
-  return createHash('sha256').update(JSON.stringify(what)).digest('hex').slice(0, 16);
 }
 
 /** kNN top-1 of `model`'s features (eval mode), memory = the training set, queries = the test set. */
@@ -254,6 +232,7 @@ async function trainMethod(method: string, epochs: number): Promise<MethodRow> {
   const config = benchConfig(method, epochs);
   if (process.argv.includes('--from-runs')) return rowFromRun(method, config);
   process.stdout.write(`bench:zoo: ${method}, ${epochs} epochs (${join('configs', `${method}-fashion-mnist.yaml`)})\n`);
+  process.stdout.write(`bench:zoo: ${method}: ${prepareRun(config, process.argv.includes('--resume'))}\n`);
   await runTraining(config);
   return rowFromRun(method, config);
 }

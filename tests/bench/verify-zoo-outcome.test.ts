@@ -9,7 +9,7 @@ import { failureReport } from '../../src/distributed/launcher.js';
 import type { VerifyResult } from '../../src/verify/harness.js';
 import { formatVerifyResult } from '../../src/verify/report.js';
 import { runLine, seedsTable, verifyRun } from '../../scripts/bench/verify-outcome.js';
-import { oneStepResult } from './results.js';
+import { oneStepResult } from '../verify/results.js';
 
 /** nnclr's report of one step: its queue column, `differ` nearest-neighbour switches (margin 1e-6, bound 1e-5 or `bound`) and 3 ReLU branches switched. */
 function nnclrReport(differ: number, bound = 1e-5, passed = true): string {
@@ -76,6 +76,8 @@ describe('bench:verify-zoo: what a verify run reports', () => {
     assert.match(runLine(rankKilled), /^vicregl --devices 3 --seed 0: KILLED before a verdict \(rank 1 killed by SIGKILL\) worst \?/);
     const verifyKilled = verifyRun('vicregl', 3, 1, { status: null, signal: 'SIGKILL', stdout: '', stderr: '' }, 40);
     assert.equal(verifyKilled.killed, 'verify killed by SIGKILL');
+    const timedOut = verifyRun('vicregl', 3, 4, { status: null, signal: 'SIGTERM', stdout: '', stderr: '', timedOut: true }, 1800);
+    assert.equal(timedOut.killed, 'verify stopped at its time limit by SIGTERM');
     const failed = verifyRun(
       'vicregl',
       3,
