@@ -1,9 +1,9 @@
 /**
  * What defines a `bench:zoo` row (the recipe fingerprint), and where a row's interrupted
  * training continues from (`--resume`): its run directory's `checkpoints/last.ckpt`, only when
- * that directory's recipe record (`bench-recipe.json`) has the same fingerprint. A resumed run gives the losses and weights of one
- * never interrupted, bit for bit (docs/training.md), so its row is the same row; its wall time
- * is the sum of its parts.
+ * that directory's recipe record (`bench-recipe.json`) has the same fingerprint. A resumed run
+ * gives the losses and weights of one never interrupted, bit for bit (docs/training.md), so its
+ * row is the same row; its wall time is the sum of its parts.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
