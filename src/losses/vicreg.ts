@@ -6,7 +6,7 @@ import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { batchLayout, sumOverRanks, type BatchLayout } from './global-batch.js';
-import { checkPair, diagonal, offDiagonalSumOfSquares } from './ops.js';
+import { checkPair } from './ops.js';
 
 export interface VicregOptions {
   /** Weight of the invariance (MSE) term. */
@@ -94,18 +94,67 @@ export function vicregLossWithTerms(z1: tf.Tensor2D, z2: tf.Tensor2D, options: V
 
 /**
  * Each view's global statistics: `mean_j relu(γ − sqrt(C_jj + eps))` and `Σ_{i≠j} C_ij²`,
- * with `C = zcᵀ zc / (N − 1)` `[D, D]` built from all-reduced sums ({@link centredGrams}).
- * `views`: V tensors `[B, D]` (also VICRegL's, src/losses/vicregl.ts).
+ * with `C = zcᵀ zc / (N − 1)` `[D, D]` over the global batch ({@link covarianceStatistics}).
+ * `views`: V tensors `[B, D]`.
  */
 export function viewStatistics(views: tf.Tensor2D[], gamma: number, eps: number, layout: BatchLayout): Array<{ varianceHinge: Scalar; offDiagonal: Scalar }> {
-  const covs = centredGrams(views, layout).map((gram) => tf.div(gram, layout.globalBatch - 1) as tf.Tensor2D); // [D, D] each
-  return covs.map((cov) => {
-    const std = tf.sqrt(tf.add(diagonal(cov), eps)); // [D]
+  const d = views[0]!.shape[1];
+  const stats = covarianceStatistics(tf.stack(views) as tf.Tensor3D, layout); // [V, D + 1]
+  return views.map((_, v) => {
+    const std = tf.sqrt(tf.add(tf.slice(stats, [v, 0], [1, d]), eps)); // [1, D]
     return {
       varianceHinge: tf.mean(tf.relu(tf.sub(gamma, std))) as Scalar,
-      offDiagonal: offDiagonalSumOfSquares(cov),
+      offDiagonal: tf.reshape(tf.slice(stats, [v, d], [1, 1]), []) as Scalar,
     };
   });
+}
+
+/**
+ * The variances and the off-diagonal sum of squares of K covariance matrices over the global
+ * batch (N = W·B rows), keeping one copy of them, not the autodiff tape's several.
+ *
+ * - `sets`: `[K, B, C]`, this rank's rows of K sets of C variables (VICReg's views, VICRegL's
+ *   matched locations).
+ * - Returns `[K, C + 1]`: columns `0 .. C−1` the diagonal of `C_k = zc_kᵀ zc_k / (N − 1)`
+ *   `[C, C]`, column C `Σ_{c≠d} C_k,cd²` (masked, not `Σ C² − Σ C_cc²`, to avoid cancellation),
+ *   where `zc_k` is set k's rows (every rank's) less their column means.
+ *
+ * Collectives: the column sums `[K, C]` (its backward all-reduces their gradient) and the
+ * cross-products `[K, C, C]` forward; backward, the incoming gradient `[K, C + 1]` is
+ * all-reduced (the scale convention of src/distributed/collectives.ts: each rank's rows get
+ * W × the global gradient) and, with `g` its variance part and `h` its off-diagonal part,
+ * `∂/∂zc_k = 2 / (N − 1) · (2 h_k · zc_k C_k + zc_k ∘ (g_k − 2 h_k diag C_k))`, from the saved
+ * covariances: no `[C, C]` gradient is formed. VICRegL's 192 matched locations of C = 512 needed
+ * about 7 GB through autodiff, one `[K, C, C]` copy (192 MB) this way.
+ */
+export function covarianceStatistics(sets: tf.Tensor3D, layout: BatchLayout): tf.Tensor2D {
+  const [, , c] = sets.shape;
+  const n = layout.globalBatch;
+  const mean = tf.div(sumOverRanks(tf.sum(sets, 1, true), layout), n); // [K, 1, C]
+  const statistics = tf.customGrad((...args: Array<tf.Tensor | tf.GradSaveFunc>) => {
+    const centred = args[0] as tf.Tensor3D;
+    const save = args[1] as tf.GradSaveFunc;
+    const cov = tf.tidy(() => tf.div(sumOverRanks(tf.matMul(centred, centred, true, false), layout), n - 1)) as tf.Tensor3D; // [K, C, C]
+    const variances = diagonals(cov); // [K, C]
+    const offDiagonal = tf.tidy(() => tf.expandDims(tf.sum(tf.square(tf.mul(cov, tf.sub(1, tf.eye(c)))), [1, 2]), 1)) as tf.Tensor2D; // [K, 1]
+    save([centred, cov, variances]);
+    const gradFunc = (dy: tf.Tensor, saved: tf.Tensor[]): tf.Tensor => {
+      const [zc, covariances, diag] = saved as [tf.Tensor3D, tf.Tensor3D, tf.Tensor2D];
+      const [g, h] = tf.split(sumOverRanks(dy, layout), [c, 1], 1) as [tf.Tensor2D, tf.Tensor2D]; // [K, C], [K, 1]
+      const h2 = tf.mul(h, 2); // [K, 1]
+      const offPart = tf.mul(tf.matMul(zc, covariances), tf.expandDims(h2, 2)); // [K, B, C]
+      const diagPart = tf.mul(zc, tf.expandDims(tf.sub(g, tf.mul(h2, diag)), 1)); // [K, B, C]
+      return tf.mul(tf.add(offPart, diagPart), 2 / (n - 1));
+    };
+    return { value: tf.concat([variances, offDiagonal], 1), gradFunc };
+  });
+  return statistics(tf.sub(sets, mean)) as tf.Tensor2D;
+}
+
+/** The diagonals of K square matrices: `[K, C, C] -> [K, C]` (a gather: no `[K, C, C]` mask). */
+function diagonals(m: tf.Tensor3D): tf.Tensor2D {
+  const [k, c] = m.shape;
+  return tf.tidy(() => tf.gather(tf.reshape(m, [k, c * c]), tf.range(0, c * c, c + 1, 'int32'), 1)) as tf.Tensor2D;
 }
 
 /**

@@ -11,7 +11,7 @@ import type { ProcessGroup } from '../core/process-group.js';
 import { tf, type Scalar } from '../core/tf.js';
 import { batchLayout, type BatchLayout } from './global-batch.js';
 import { checkPair } from './ops.js';
-import { centredGrams, viewStatistics } from './vicreg.js';
+import { covarianceStatistics, viewStatistics } from './vicreg.js';
 
 export interface VicreglOptions {
   /** Weight α of the global loss; the local one gets 1 − α (the reference: 0.75). */
@@ -82,10 +82,9 @@ const EPS = 1e-4;
  * - Returns the loss and its global and local parts.
  *
  * `group` (W ranks, N = W·B): the MSE terms are means over this rank's rows; every variance
- * and covariance is that of the global batch ({@link viewStatistics} and {@link centredGrams}
- * of src/losses/vicreg.ts: column sums and centred Gram matrices all-reduced with their
- * gradient: two all-reduces forward and two backward for the embeddings, as many for every
- * matched location together), so every rank gets the global statistics. The matching is per
+ * and covariance is that of the global batch ({@link viewStatistics} and {@link covarianceStatistics}
+ * of src/losses/vicreg.ts: column sums and cross-products all-reduced, two all-reduces forward and
+ * two backward for the embeddings, as many for every matched location together), so every rank gets the global statistics. The matching is per
  * sample (no collective): by features on the device, by positions on the host (they are host
  * arrays). The reference gathers the maps (`gather_center`), so its statistics are
  * global too; its `local_loss` keeps only the last pair's terms (it assigns instead of adding)
@@ -255,24 +254,23 @@ function gatherMatches(
 /**
  * The reference's `_vicreg_loss` of each matched pair `(x, y)` `[B, M_q, C]`, its three terms
  * weighted and summed: invariance MSE over this rank's rows; variance hinge and covariance of
- * each location m over the global batch, each halved between x and y. The centred Gram matrices
- * `[C, C]` of every location of every pair come from one {@link centredGrams} (two all-reduces
- * forward, two backward).
+ * each location m over the global batch, each halved between x and y. The statistics of every
+ * location of every pair come from one {@link covarianceStatistics} (its `[C, C]` covariances
+ * kept once, not on the autodiff tape).
  */
 function matchedTerms(matches: Array<[tf.Tensor3D, tf.Tensor3D]>, o: typeof VICREGL_DEFAULTS, layout: BatchLayout): Scalar[] {
   const c = matches[0]![0].shape[2];
-  const columns = matches.flatMap(([x, y]) => [...tf.unstack(x, 1), ...tf.unstack(y, 1)]) as tf.Tensor2D[];
-  const covs = tf.div(tf.stack(centredGrams(columns, layout)), layout.globalBatch - 1); // [Σ 2 M_q, C, C]
-  const eye = tf.eye(c);
+  const locations = tf.concat(matches.flatMap(([x, y]) => [tf.transpose(x, [1, 0, 2]), tf.transpose(y, [1, 0, 2])])) as tf.Tensor3D; // [Σ 2 M_q, B, C]
+  const stats = covarianceStatistics(locations, layout); // [Σ 2 M_q, C + 1]
   let at = 0;
   return matches.map(([x, y]) => {
     const m = x.shape[1];
-    const cov = tf.slice(covs, [at, 0, 0], [2 * m, c, c]); // x's M, then y's
+    const variances = tf.slice(stats, [at, 0], [2 * m, c]); // x's M, then y's
+    const offDiagonal = tf.slice(stats, [at, c], [2 * m, 1]);
     at += 2 * m;
     const invariance = tf.mean(tf.squaredDifference(x, y));
-    const std = tf.sqrt(tf.add(tf.sum(tf.mul(cov, eye), 2), EPS)); // [2M, C]
-    const variance = tf.mean(tf.relu(tf.sub(1, std))); // ½ (x's mean + y's mean) = the mean over both
-    const covariance = tf.div(tf.sum(tf.square(tf.mul(cov, tf.sub(1, eye)))), 2 * m * c); // ½ (mean_m of x's / C + mean_m of y's / C)
+    const variance = tf.mean(tf.relu(tf.sub(1, tf.sqrt(tf.add(variances, EPS))))); // ½ (x's mean + y's mean) = the mean over both
+    const covariance = tf.div(tf.sum(offDiagonal), 2 * m * c); // ½ (mean_m of x's / C + mean_m of y's / C)
     return tf.addN([tf.mul(invariance, o.invWeight), tf.mul(variance, o.varWeight), tf.mul(covariance, o.covWeight)]) as Scalar;
   });
 }

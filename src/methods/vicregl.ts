@@ -49,7 +49,8 @@ export class VICRegL extends BaseMethod {
     },
     matchesBack: { kind: 'int', default: VICREGL_DEFAULTS.numMatches[1], ge: 1, description: 'locations of view j kept by the matching back to view i' },
     // Not the reference's default (1): every location matched by features carries its own [C, C] covariance, and with all
-    // of them a 2-rank run of the defaults (resnet18, C = 512, batch 256) took a rank past 12 GB.
+    // of them a 2-rank run of the defaults (resnet18, C = 512, batch 256) took a rank past 12 GB, when the autodiff tape held
+    // about 36 copies of the covariances (covarianceStatistics keeps one since; not measured again).
     l2AllMatches: {
       kind: 'bool',
       default: false,

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { tf, type Scalar, type Tensor } from '../../src/core/tf.js';
 import { barlowTwinsLoss, barlowTwinsLossWithTerms, byolLoss, ntXentLoss, VICREG_DEFAULTS, vicregLoss, vicregLossWithTerms } from '../../src/losses/index.js';
 import { checkLossCases, loadLossCases } from '../../src/verify/index.js';
+import { vicreglLoss } from '../../src/losses/vicregl.js';
 import { CASES_FILE, EXAMPLE_CASE, randn, Rng, useCpuEngine } from './helpers.js';
+import { measure } from './nt-xent-measure.js';
 
 describe('losses: no leaked tensors', () => {
   before(useCpuEngine);
@@ -41,5 +43,29 @@ describe('losses: no leaked tensors', () => {
     for (const file of files) checkLossCases(file);
     assert.equal(tf.memory().numTensors, before);
     tf.dispose([a, b]);
+  });
+});
+
+describe('losses/vicreglLoss: memory', () => {
+  before(useCpuEngine);
+
+  it("value + gradients: peak tensor bytes (tf.profile) under 6 copies of the matched locations' [C, C] covariances (through autodiff: 36)", async () => {
+    // 2 views, 4x4 maps, C = 256; both matchings keep 16 and 4 locations each way: 2 pairs x 40 matches x (x, y) = 160 covariances.
+    const [b, l, c, d] = [8, 16, 256, 32];
+    const rng = new Rng(3);
+    const embeddings = [randn(rng, b, d), randn(rng, b, d)];
+    const maps = [0, 1].map(() => tf.tensor3d(rng.normalArray(b * l * c, 0, 1), [b, l, c]));
+    const locations = [0, 1].map(() => Float32Array.from(rng.normalArray(b * l * 2, 16, 8)));
+    const covariancesBytes = 160 * c * c * 4; // 40 MiB
+    const { peakAbove } = await measure(() => {
+      const { value, grads } = tf.valueAndGrads(
+        (...xs: Tensor[]) =>
+          vicreglLoss(xs.slice(0, 2) as tf.Tensor2D[], xs.slice(2) as tf.Tensor3D[], { numMatches: [20, 4], l2AllMatches: false, locations }).loss,
+      )([...embeddings, ...maps]);
+      tf.dispose([value, ...grads]);
+    });
+    tf.dispose([...embeddings, ...maps]);
+    const copies = peakAbove / covariancesBytes;
+    assert.ok(copies >= 1 && copies < 6, `peak ${(peakAbove / 2 ** 20).toFixed(0)} MiB: ${copies.toFixed(1)} copies of the covariances`);
   });
 });

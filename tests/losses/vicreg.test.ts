@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { tf } from '../../src/core/tf.js';
 import { VICREG_DEFAULTS, vicregLoss, vicregLossWithTerms } from '../../src/losses/index.js';
+import { batchLayout } from '../../src/losses/global-batch.js';
+import { covarianceStatistics } from '../../src/losses/vicreg.js';
 import { gradCheck, randn, rowsOf, Rng, useCpuEngine } from './helpers.js';
 
 /** Independent float64 VICReg in plain loops (docs/loss-case.md conventions). */
@@ -102,5 +104,50 @@ describe('losses/vicregLoss', () => {
       const one = randn(rng, 1, 3);
       assert.throws(() => vicregLoss(one, one, VICREG_DEFAULTS), /at least 2/);
     });
+  });
+});
+
+describe('losses/covarianceStatistics (the covariances kept once, their gradient by hand)', () => {
+  before(useCpuEngine);
+
+  /** The same statistics through autodiff of the plain `[K, C, C]` covariances (what it replaces). */
+  function plain(sets: tf.Tensor3D): tf.Tensor2D {
+    const [, b, c] = sets.shape;
+    const centred = tf.sub(sets, tf.mean(sets, 1, true));
+    const cov = tf.div(tf.matMul(centred, centred, true, false), b - 1);
+    const variances = tf.sum(tf.mul(cov, tf.eye(c)), 2);
+    const off = tf.sum(tf.square(tf.mul(cov, tf.sub(1, tf.eye(c)))), 2);
+    return tf.concat([variances, tf.sum(off, 1, true)], 1) as tf.Tensor2D;
+  }
+
+  it("values: each set's column variances and Σ_{c≠d} C_cd² (float64 loops); gradient of any weighting of them: that of autodiff through the [C, C] matrices", () => {
+    const rng = new Rng(12);
+    const [k, b, c] = [3, 7, 5];
+    const sets = tf.tensor3d(rng.normalArray(k * b * c, 0.5, 1.3), [k, b, c]);
+    const weights = tf.tensor2d(rng.normalArray(k * (c + 1), 0, 1), [k, c + 1]); // every output column its own upstream gradient
+    const layout = batchLayout('test', b, undefined);
+    const ours = covarianceStatistics(sets, layout);
+    const values = sets.arraySync();
+    const got = ours.arraySync();
+    for (let s = 0; s < k; s++) {
+      const rows = values[s]!;
+      const mean = Array.from({ length: c }, (_, j) => rows.reduce((a, r) => a + r[j]!, 0) / b);
+      const cov = (p: number, q: number) => rows.reduce((a, r) => a + (r[p]! - mean[p]!) * (r[q]! - mean[q]!), 0) / (b - 1);
+      let off = 0;
+      for (let p = 0; p < c; p++) {
+        assert.ok(Math.abs(got[s]![p]! - cov(p, p)) < 1e-5 * (1 + cov(p, p)), `set ${s} variance ${p}`);
+        for (let q = 0; q < c; q++) if (p !== q) off += cov(p, q) ** 2;
+      }
+      assert.ok(Math.abs(got[s]![c]! - off) < 1e-5 * (1 + off), `set ${s} off-diagonal: ${got[s]![c]} vs ${off}`);
+    }
+    const grad = (f: (x: tf.Tensor3D) => tf.Tensor2D) =>
+      tf
+        .grad((x: tf.Tensor) => tf.sum(tf.mul(f(x as tf.Tensor3D), weights)))(sets)
+        .dataSync();
+    const [mine, reference] = [grad((x) => covarianceStatistics(x, layout)), grad(plain)];
+    const scale = Math.max(...reference.map(Math.abs));
+    const worst = Math.max(...mine.map((g, i) => Math.abs(g - reference[i]!)));
+    assert.ok(scale > 0.1 && worst < 1e-5 * scale, `worst |difference| ${worst} of ${scale}`);
+    tf.dispose([sets, weights, ours]);
   });
 });
