@@ -6,6 +6,7 @@ import { tf } from '../../src/core/tf.js';
 import { loadReportRun, runStats } from '../../src/report/run-data.js';
 import { loadCheckpoint, withoutPrefix } from '../../src/trainer/checkpoint.js';
 import { readNpy } from '../helpers/npy.js';
+import { runCliBatch, type CliBatchResult } from '../distributed/cli-batch.js';
 import { runCli, SMOKE_FLAGS, tempDir } from '../helpers/run.js';
 
 const dir = tempDir('ssl-zoo-eval-');
@@ -250,16 +251,23 @@ print(json.dumps({"shape": list(f.shape), "dtype": str(f.dtype), "first": [float
         'i',
       ],
     ];
-    for (const [what, args, pattern, written] of cases) {
+    // Every case through the CLI's own `main` in one process, in turn (tests/distributed/cli-batch.ts): what the binary
+    // runs, without 17 Node start-ups.
+    const results = new Map<string, CliBatchResult>(); // by the case's index
+    before(async function () {
+      this.timeout(180_000);
+      mkdirSync(join(dir, 'bad'), { recursive: true });
+      for (const [id, run] of await runCliBatch(1, Object.fromEntries(cases.map(([, args], i) => [String(i), args()])), 170_000)) results.set(id, run);
+    });
+    cases.forEach(([what, , pattern, written], i) => {
       it(what, () => {
-        mkdirSync(join(dir, 'bad'), { recursive: true });
-        const { status, stderr } = runCli(args(), 60_000);
-        const lines = stderr.trim().split('\n');
-        assert.equal(status, 2, `exit code (stderr: ${stderr})`);
-        assert.equal(lines.length, 1, `one line, got:\n${stderr}`);
-        assert.match(lines[0], pattern);
+        const { codes, stderr } = results.get(String(i))!;
+        const lines = stderr[0]!.trim().split('\n');
+        assert.equal(codes[0], 2, `exit code (stderr: ${stderr[0]})`);
+        assert.equal(lines.length, 1, `one line, got:\n${stderr[0]}`);
+        assert.match(lines[0]!, pattern);
         if (written) assert.ok(!existsSync(out(written)), `${written} was not written`);
       });
-    }
+    });
   });
 });

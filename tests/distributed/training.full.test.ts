@@ -4,7 +4,6 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCli, tempDir } from '../helpers/run.js';
 import { SMALL_PREDICTOR, SMALL_PROJECTOR, SMALL_RUN } from './helpers.js';
-import { EXAMPLE_CASE } from '../losses/helpers.js';
 import { checkpointTensors, worstRelative } from './checkpoints.js';
 
 const HEADS: Record<string, string[]> = {
@@ -49,7 +48,8 @@ describe('data-parallel training equals one process on the global batch', functi
       assert.ok(worstRelative(ddp, single) < 1e-5, `worst relative difference ${worstRelative(ddp, single)}`);
     });
 
-    for (const devices of [2, 3, 4]) {
+    // 3 ranks: the zoo exactness table (zoo-exactness.full.test.ts) runs each of these methods there.
+    for (const devices of [2, 4]) {
       it(`${method}: ssl-train verify --devices ${devices} passes (loss, gradients and parameters over 3 steps)`, () => {
         const { status, stdout, stderr } = runCli(
           ['verify', ...SMALL_RUN, ...HEADS[method], '--method', method, '--devices', String(devices), '--batch-size', '24'],
@@ -178,12 +178,6 @@ describe('data-parallel training equals one process on the global batch', functi
     }
     const init2 = readFileSync(join(dir, 'step-2', 'init', 'backbone.fc1.weight.npy'));
     assert.notDeepEqual(init2, readFileSync(join(dir, 'step-1', 'init', 'backbone.fc1.weight.npy')), 'step 2 starts from the state after step 1');
-  });
-
-  it('verify --case checks the losses on the example case with 2 ranks', () => {
-    const { status, stdout, stderr } = runCli(['verify', '--case', EXAMPLE_CASE, '--devices', '2'], 60_000);
-    assert.equal(status, 0, stdout + stderr);
-    assert.match(stdout, /PASSED: 4 passed, 0 failed, 0 skipped/);
   });
 
   it('bucketed gradient all-reduce gives the same parameters as one bucket per tensor', () => {
