@@ -82,9 +82,10 @@ const EPS = 1e-4;
  * - Returns the loss and its global and local parts.
  *
  * `group` (W ranks, N = W·B): the MSE terms are means over this rank's rows; every variance
- * and covariance is that of the global batch ({@link viewStatistics} and {@link covarianceStatistics}
- * of src/losses/vicreg.ts: column sums and cross-products all-reduced, two all-reduces forward and
- * two backward for the embeddings, as many for every matched location together), so every rank gets the global statistics. The matching is per
+ * and covariance is that of the global batch ({@link viewStatistics} and
+ * {@link covarianceStatistics} of src/losses/vicreg.ts: column sums and cross-products
+ * all-reduced, two all-reduces forward and two backward for the embeddings, as many for every
+ * matched location together), so every rank gets the global statistics. The matching is per
  * sample (no collective): by features on the device, by positions on the host (they are host
  * arrays). The reference gathers the maps (`gather_center`), so its statistics are
  * global too; its `local_loss` keeps only the last pair's terms (it assigns instead of adding)
