@@ -17,7 +17,6 @@ const LONGEST_FIRST = [
   'verify/engine-against.full.test.js',
   'distributed/webgpu-exactness.full.test.js',
   'e2e/quickstart.full.test.js',
-  'trainer/no-sync-read.full.test.js',
   'browser/page.full.test.js',
   'distributed/zoo-exactness.full.test.js',
   'trainer/signals.full.test.js',

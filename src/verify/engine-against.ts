@@ -25,6 +25,10 @@
  * own difference against its own twins' bound is reported too, largest ratio first: the
  * tensors a wrong kernel touches (diagnostics; a single tensor's twin spread is ruled by
  * rare ReLU switches, so the decision is the norms').
+ *
+ * On a GPU engine (one with an adapter: `webgpu`), each step of the engine under test runs with
+ * synchronous reads of the device refused (src/core/sync-reads.ts): a step that reads one
+ * fails the check, naming its caller, as it would stall a GPU's queue (DESIGN.md).
  */
 import { initEngine, type BackendChoice, type EngineInfo } from '../core/engine.js';
 import type { TrainConfig } from '../experiment/config.js';
@@ -33,6 +37,7 @@ import { engineRequest } from '../experiment/train.js';
 import type { MultiViewBatch } from '../data/loader.js';
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
+import { forbidSyncReads } from '../core/sync-reads.js';
 import { SingleDeviceStrategy } from '../trainer/strategy.js';
 import { boundRatio, gradientDifference, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
 import { perturbState, splitQueues, stateArrays, step, stepBatches, stepStart, taskRun, twinKey, twinStep, type StateArrays } from './steps.js';
@@ -87,6 +92,8 @@ export interface EngineCheckResult {
   tensors: TensorDifference[];
   /** The engine under test's error, when it could not run (`step k of n: message (ssl-zoo's frame)`); no step is compared then. */
   error?: string;
+  /** Whether the engine under test ran its steps with synchronous reads of the device refused (a GPU engine). */
+  syncReadsRefused: boolean;
   /** Largest difference-to-bound ratio over all steps and kinds (passes at <= 1). */
   worst: number;
   tolerance: number;
@@ -129,9 +136,10 @@ class StepFailure extends Error {
 /**
  * Runs `plan`'s steps on the current engine with a fresh method (twin `twin` of
  * {@link ROUNDOFF_TWINS} when given: its state moved by one ulp, its batches reordered and
- * moved by one ulp), reads every result back, and disposes the run.
+ * moved by one ulp), reads every result back, and disposes the run. With `refuseSyncReads`,
+ * each step runs with synchronous reads of the device refused (a step that reads one throws).
  */
-async function recordRun(plan: RunPlan, twin?: number): Promise<RecordedRun> {
+async function recordRun(plan: RunPlan, twin?: number, refuseSyncReads = false): Promise<RecordedRun> {
   const method = plan.createMethod();
   const strategy = new SingleDeviceStrategy();
   const task = new SslTask(method, plan.optim, undefined, plan.gradCacheChunk);
@@ -146,10 +154,16 @@ async function recordRun(plan: RunPlan, twin?: number): Promise<RecordedRun> {
     for (const [s, batches] of plan.batches.entries()) {
       const at = stepStart(s, plan.accumulate, plan.perEpoch, totalSteps);
       try {
-        const out =
-          twin === undefined
-            ? await step(run, batches, at)
-            : await twinStep(run, method, batches, at, (j) => twinKey(s, twin, j, ROUNDOFF_TWINS, plan.accumulate));
+        let out;
+        const restore = refuseSyncReads ? forbidSyncReads() : undefined;
+        try {
+          out =
+            twin === undefined
+              ? await step(run, batches, at)
+              : await twinStep(run, method, batches, at, (j) => twinKey(s, twin, j, ROUNDOFF_TWINS, plan.accumulate));
+        } finally {
+          restore?.();
+        }
         steps.push({ ...out, ...(await split()) });
       } catch (error) {
         throw new StepFailure(s + 1, totalSteps, error);
@@ -279,10 +293,11 @@ export async function runEngineAgainst(config: TrainConfig, options: EngineCheck
   const twins: RecordedRun[] = [];
   for (let t = 0; t < ROUNDOFF_TWINS; t++) twins.push(await recordRun(plan, t));
   const engine = await initEngine(request.backend, request.gpu);
-  const base = { engine: engineLabel(engine), against: engineLabel(reference), tolerance, roundoffFactor };
+  const syncReadsRefused = engine.gpu !== undefined;
+  const base = { engine: engineLabel(engine), against: engineLabel(reference), tolerance, roundoffFactor, syncReadsRefused };
   let tested: RecordedRun;
   try {
-    tested = await recordRun(plan);
+    tested = await recordRun(plan, undefined, syncReadsRefused);
   } catch (error) {
     return {
       ...base,
@@ -329,6 +344,7 @@ export function formatEngineResult(result: EngineCheckResult, method: string): s
     ),
     `tensors furthest from their own round-off (step kind name: relative difference / its bound):`,
     ...result.tensors.slice(0, LISTED_TENSORS).map((t) => `  ${t.step} ${t.kind} ${t.name}: ${e(t.value)} / ${e(t.bound)}`),
+    ...(result.syncReadsRefused ? [`no synchronous read of the device in any ${result.engine} step (each step ran with them refused)`] : []),
     `${result.passed ? 'PASSED' : 'FAILED'}: the worst difference is ${result.worst.toFixed(2)} of its bound`,
   );
   return lines.join('\n');

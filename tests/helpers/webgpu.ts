@@ -8,7 +8,6 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { initEngine, type EngineInfo } from '../../src/core/engine.js';
-import { tf } from '../../src/core/tf.js';
 
 /** SwiftShader's Vulkan driver manifest, from Debian's chromium package. */
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
@@ -41,28 +40,4 @@ export async function useWebGpu(): Promise<EngineInfo> {
 /** Switches back to the default CPU engine (what tests/setup.ts selects). */
 export async function useCpu(): Promise<EngineInfo> {
   return initEngine('cpu');
-}
-
-/**
- * Makes every synchronous read of the device (the backend's `readSync`, `Tensor.dataSync`
- * and `arraySync`) push its name and caller's stack onto `calls` and throw, until the
- * returned function puts them back. A test of "no synchronous read in a step" wraps the step.
- */
-export function forbidSyncReads(calls: string[] = []): () => void {
-  const forbid = (target: Record<string, unknown>, name: string) => {
-    const own = Object.prototype.hasOwnProperty.call(target, name);
-    const original = target[name];
-    target[name] = () => {
-      const stack = new Error().stack ?? '';
-      calls.push(`${name}${stack.slice(stack.indexOf('\n'))}`);
-      throw new Error(`a synchronous read of the device (${name}) inside a training step`);
-    };
-    return () => {
-      if (own) target[name] = original;
-      else delete target[name];
-    };
-  };
-  const proto = tf.Tensor.prototype as unknown as Record<string, unknown>;
-  const undo = [forbid(tf.backend() as unknown as Record<string, unknown>, 'readSync'), forbid(proto, 'dataSync'), forbid(proto, 'arraySync')];
-  return () => undo.forEach((u) => u());
 }

@@ -18,7 +18,8 @@ import { maeLoss } from '../../src/losses/mae.js';
 import type { BaseMethod, MethodArgs, StepInfo } from '../../src/methods/base.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
 import { SingleDeviceStrategy } from '../../src/trainer/strategy.js';
-import { forbidSyncReads, useCpu, useWebGpu } from '../helpers/webgpu.js';
+import { forbidSyncReads } from '../../src/core/sync-reads.js';
+import { useCpu, useWebGpu } from '../helpers/webgpu.js';
 
 type Engine = 'cpu-js' | 'webgpu';
 

@@ -3,8 +3,10 @@
  * registry (the WebGPU engine on SwiftShader here, tests/helpers/webgpu.ts), on small shapes
  * (mlp on 16x16 synthetic images, or vit_micro for the ViT methods, tests/helpers/vit-micro.ts; batch 8; 2 steps; small heads; queues
  * of 16 rows), in one process in turn: the same initial state, and every step's loss,
- * gradients, parameters, buffers and queues within the round-off bound of verify. And plain
- * `verify --backend webgpu` (one rank against the one-process reference, both on webgpu).
+ * gradients, parameters, buffers and queues within the round-off bound of verify, each webgpu
+ * step run with synchronous reads of the device refused (src/core/sync-reads.ts: a method whose
+ * step reads one fails here). And plain `verify --backend webgpu` (one rank against the
+ * one-process reference, both on webgpu).
  */
 import { strict as assert } from 'node:assert';
 import { BUILT_IN_METHODS } from '../../src/methods/registry.js';
@@ -73,12 +75,13 @@ describe('verify --engine-against: every method on webgpu against cpu (small sha
     console.log(`      ${runs.size} verify runs in one process: ${((Date.now() - started) / 1000).toFixed(0)} s`);
   });
 
-  /** Asserts that `id`'s run printed `header` and PASSED, and exited 0. */
-  function assertPassed(id: string, header: RegExp): void {
+  /** Asserts that `id`'s run printed `header` (and `lines`) and PASSED, and exited 0. */
+  function assertPassed(id: string, header: RegExp, lines: RegExp[] = []): void {
     const run = runs.get(id);
     assert.ok(run, `${id}: not run`);
     const output = `${id}: exit ${run.codes[0] ?? 'none (killed)'}\n${run.stdout}${run.stderr[0]}`;
     assert.match(run.stdout, header, output);
+    for (const line of lines) assert.match(run.stdout, line, output);
     assert.match(run.stdout, /^PASSED: the worst difference is [0-9.]+ of its bound$/m, output);
     assert.equal(run.codes[0], 0, output);
   }
@@ -95,6 +98,9 @@ describe('verify --engine-against: every method on webgpu against cpu (small sha
   });
 
   for (const method of BUILT_IN_METHODS) {
-    it(`${method}: passes`, () => assertPassed(method, new RegExp(`^verify ${method}: engine webgpu against cpu on the same steps`, 'm')));
+    it(`${method}: passes, with no synchronous read of the device in a step`, () =>
+      assertPassed(method, new RegExp(`^verify ${method}: engine webgpu against cpu on the same steps`, 'm'), [
+        /^no synchronous read of the device in any webgpu step \(each step ran with them refused\)$/m,
+      ]));
   }
 });

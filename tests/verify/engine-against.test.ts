@@ -2,9 +2,10 @@
  * `ssl-train verify --engine-against`: the WebGPU engine (on SwiftShader here, tests/helpers/webgpu.ts)
  * against the native cpu engine on the smallest SimCLR setting (mlp on 8x8 synthetic images,
  * batch 8, 2 steps), each check in its own worker process (engine-against-worker.ts: a device
- * that failed a step is not reused); the negative control, a Relu kernel registered on the
- * webgpu backend in the worker that leaks 5% of negative inputs, must fail naming the tensors it
- * moved; and the CLI's wiring (exit codes, refused combinations) on the two cpu engines.
+ * that failed a step is not reused); two negative controls, Relu kernels registered on the
+ * webgpu backend in the worker: one that leaks 5% of negative inputs must fail naming the
+ * tensors it moved, one that reads its input synchronously must fail naming the read; and the
+ * CLI's wiring (exit codes, refused combinations) on the two cpu engines.
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
@@ -46,7 +47,22 @@ describe('verify --engine-against: webgpu against cpu, in one process per check'
     assert.equal(result.steps.length, 2, report);
     assert.ok(result.passed, report);
     assert.match(report, /^verify simclr: engine webgpu against cpu on the same steps/);
-    assert.match(report, /PASSED: the worst difference is [0-9.]+ of its bound\n$/);
+    assert.ok(result.syncReadsRefused, report);
+    assert.match(
+      report,
+      /\nno synchronous read of the device in any webgpu step \(each step ran with them refused\)\nPASSED: the worst difference is [0-9.]+ of its bound\n$/,
+    );
+  });
+
+  it('negative control: a webgpu Relu kernel that reads its input synchronously fails the first step, naming the read and the code that called the kernel (the mlp)', () => {
+    const { result, originalRelu, report } = runWorker({ config: TINY, options: OPTIONS, control: 'sync-read' });
+    assert.ok(originalRelu, 'the original Relu kernel is registered again after the control');
+    assert.equal(result.passed, false, report);
+    assert.deepEqual(result.steps, [], report);
+    assert.match(
+      report,
+      /\nFAILED: the webgpu engine could not run step 1 of 2: a synchronous read of the device \(readSync\) inside a training step \(at .*\/src\/backbones\/mlp\.js:\d+:\d+\)\n$/,
+    );
   });
 
   it('negative control: a webgpu Relu kernel leaking 5% of negative inputs fails, naming the tensors it moved', () => {
@@ -78,6 +94,7 @@ describe('ssl-train verify --engine-against (CLI)', function () {
     assert.match(stdout, /^verify simclr: engine cpu-js against cpu on the same steps/m);
     assert.match(stdout, /^2 +\d\.\d\de[-+]\d+ \/ /m);
     assert.match(stdout, /^PASSED: the worst difference is [0-9.]+ of its bound$/m);
+    assert.doesNotMatch(stdout, /synchronous read/, 'cpu-js reads synchronously by design: nothing is refused there');
   });
 
   it('an engine other than cpu or cpu-js, and with --devices 2: one-line errors, exit 2', () => {
