@@ -20,7 +20,6 @@ const LONGEST_FIRST = [
   'browser/page.full.test.js',
   'distributed/zoo-exactness.full.test.js',
   'trainer/signals.full.test.js',
-  'kernels/webgpu-model.full.test.js',
   'distributed/grad-cache.full.test.js',
   'trainer/trainer.full.test.js',
   'distributed/multicrop.full.test.js',

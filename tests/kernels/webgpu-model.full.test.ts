@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
 import { createBackbone, type BackboneOptions } from '../../src/backbones/index.js';
-import { initEngine } from '../../src/core/engine.js';
 import { Rng } from '../../src/core/random.js';
 import { tf } from '../../src/core/tf.js';
 import { getMethodClass, resolveMethodArgs } from '../../src/methods/registry.js';
-import { useCpu } from '../helpers/webgpu.js';
-import { useWebGpu } from '../helpers/webgpu.js';
+import { useCpu, useWebGpu } from '../helpers/webgpu.js';
 
 /**
  * One SimCLR step (default arguments: a 2048-wide projector, whose input gradient is the
- * product tfjs 4.22's split-K program got wrong) on webgpu and on cpu-js, seeded: the loss
- * and the gradient of every trainable parameter. Batch 8 per view, 16x16x1 images.
+ * product tfjs 4.22's split-K program got wrong) on webgpu and on the cpu engine (its native
+ * oneDNN kernels, themselves checked against tfjs's JS kernels in tests/kernels; the JS
+ * kernels here took 80 of this file's 137 s), seeded: the loss and the gradient of every
+ * trainable parameter. Batch 8 per view, 16x16x1 images.
  *
  * Before the fixes of src/core/kernels/webgpu, tiny_resnet's gradients were 0.97 relative
  * apart (mlp's 0.93) with the loss equal to 2e-7; after, 1.8e-6 (mlp's 9.7e-7).
@@ -62,8 +62,8 @@ async function simclrStep(backbone: string): Promise<Step> {
   return step;
 }
 
-describe('kernels/webgpu: one SimCLR step, webgpu vs cpu-js (slow)', function () {
-  // SwiftShader and the pure-JS kernels: minutes on a loaded 2-core machine.
+describe('kernels/webgpu: one SimCLR step, webgpu vs cpu (slow)', function () {
+  // SwiftShader: a minute or more on a loaded 2-core machine.
   this.timeout(900_000);
   const webgpu = new Map<string, Step>();
   const reference = new Map<string, Step>();
@@ -71,10 +71,9 @@ describe('kernels/webgpu: one SimCLR step, webgpu vs cpu-js (slow)', function ()
   before(async () => {
     await useWebGpu();
     for (const name of Object.keys(BACKBONES)) webgpu.set(name, await simclrStep(name));
-    await initEngine('cpu-js');
+    await useCpu();
     for (const name of Object.keys(BACKBONES)) reference.set(name, await simclrStep(name));
   });
-  after(useCpu);
 
   for (const name of Object.keys(BACKBONES)) {
     it(`${name}: the same loss and parameter gradients`, () => {
