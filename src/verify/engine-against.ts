@@ -31,13 +31,13 @@
  * fails the check, naming its caller, as it would stall a GPU's queue (DESIGN.md).
  */
 import { initEngine, type BackendChoice, type EngineInfo } from '../core/engine.js';
+import { forbidSyncReads } from '../core/sync-reads.js';
 import type { TrainConfig } from '../experiment/config.js';
 import { inProcessLoader, prepareExperiment } from '../experiment/experiment.js';
 import { engineRequest } from '../experiment/train.js';
 import type { MultiViewBatch } from '../data/loader.js';
 import type { BaseMethod } from '../methods/base.js';
 import { SslTask } from '../methods/task.js';
-import { forbidSyncReads } from '../core/sync-reads.js';
 import { SingleDeviceStrategy } from '../trainer/strategy.js';
 import { boundRatio, gradientDifference, roundoffBound, ROUNDOFF_TWINS, scalarDifference, stateDifference } from './roundoff.js';
 import { perturbState, splitQueues, stateArrays, step, stepBatches, stepStart, taskRun, twinKey, twinStep, type StateArrays } from './steps.js';
@@ -154,16 +154,10 @@ async function recordRun(plan: RunPlan, twin?: number, refuseSyncReads = false):
     for (const [s, batches] of plan.batches.entries()) {
       const at = stepStart(s, plan.accumulate, plan.perEpoch, totalSteps);
       try {
-        let out;
         const restore = refuseSyncReads ? forbidSyncReads() : undefined;
-        try {
-          out =
-            twin === undefined
-              ? await step(run, batches, at)
-              : await twinStep(run, method, batches, at, (j) => twinKey(s, twin, j, ROUNDOFF_TWINS, plan.accumulate));
-        } finally {
-          restore?.();
-        }
+        const out = await (
+          twin === undefined ? step(run, batches, at) : twinStep(run, method, batches, at, (j) => twinKey(s, twin, j, ROUNDOFF_TWINS, plan.accumulate))
+        ).finally(() => restore?.());
         steps.push({ ...out, ...(await split()) });
       } catch (error) {
         throw new StepFailure(s + 1, totalSteps, error);
