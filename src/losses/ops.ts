@@ -18,11 +18,16 @@ export function diagonal(c: tf.Tensor2D): tf.Tensor1D {
   return tf.sum(tf.mul(c, tf.eye(c.shape[0])), 1);
 }
 
-/** Σ_{i≠j} c_ij² of a square matrix `[D, D]` (masked, not Σc² − Σc_ii², to avoid cancellation). */
-export function offDiagonalSumOfSquares(c: tf.Tensor2D): tf.Scalar {
-  const d = c.shape[0];
+/**
+ * Σ_{i≠j} c_ij² of a square matrix `[D, D] -> []`, or of each of K of them `[K, D, D] -> [K]`
+ * (masked, not Σc² − Σc_ii², to avoid cancellation).
+ */
+export function offDiagonalSumOfSquares(c: tf.Tensor2D): tf.Scalar;
+export function offDiagonalSumOfSquares(c: tf.Tensor3D): tf.Tensor1D;
+export function offDiagonalSumOfSquares(c: tf.Tensor2D | tf.Tensor3D): tf.Tensor {
+  const d = c.shape[c.rank - 1]!;
   const offMask = tf.sub(tf.ones([d, d]), tf.eye(d));
-  return tf.sum(tf.square(tf.mul(c, offMask)));
+  return tf.sum(tf.square(tf.mul(c, offMask)), [c.rank - 2, c.rank - 1]);
 }
 
 /** Checks that two embedding batches are `[B, D]` with the same shape and B ≥ `minRows`. */

@@ -6,7 +6,7 @@ import { invalidValue } from '../core/errors.js';
 import { tf, type Scalar } from '../core/tf.js';
 import type { ProcessGroup } from '../core/process-group.js';
 import { batchLayout, sumOverRanks, type BatchLayout } from './global-batch.js';
-import { checkPair } from './ops.js';
+import { checkPair, offDiagonalSumOfSquares } from './ops.js';
 
 export interface VicregOptions {
   /** Weight of the invariance (MSE) term. */
@@ -136,7 +136,7 @@ export function covarianceStatistics(sets: tf.Tensor3D, layout: BatchLayout): tf
     const save = args[1] as tf.GradSaveFunc;
     const cov = tf.tidy(() => tf.div(sumOverRanks(tf.matMul(centred, centred, true, false), layout), n - 1)) as tf.Tensor3D; // [K, C, C]
     const variances = diagonals(cov); // [K, C]
-    const offDiagonal = tf.tidy(() => tf.expandDims(tf.sum(tf.square(tf.mul(cov, tf.sub(1, tf.eye(c)))), [1, 2]), 1)) as tf.Tensor2D; // [K, 1]
+    const offDiagonal = tf.tidy(() => tf.expandDims(offDiagonalSumOfSquares(cov), 1)) as tf.Tensor2D; // [K, 1]
     save([centred, cov, variances]);
     const gradFunc = (dy: tf.Tensor, saved: tf.Tensor[]): tf.Tensor => {
       const [zc, covariances, diag] = saved as [tf.Tensor3D, tf.Tensor3D, tf.Tensor2D];
