@@ -75,6 +75,13 @@ function umapColours(page: Page): Promise<number[]> {
   })()`);
 }
 
+/**
+ * How long the page may take to reach a pause on a fresh WebGPU device: SwiftShader compiles every
+ * pipeline on the CPU before the first step. After a reload that alone took 27 s on AMD EPYC
+ * (AVX-512, 2 cores) beside the quickstart test, and over 60 s on a CI machine (2026-12-01).
+ */
+const FRESH_DEVICE_MS = 300_000;
+
 describe('the training page in headless Chromium', function () {
   this.timeout(600_000);
   const suite = pageSuite(2, IMAGE_SIZE, 16);
@@ -95,7 +102,7 @@ describe('the training page in headless Chromium', function () {
     await waitForText(page, 'data-status', /^32 images, 8 x 8 px, 2 classes/);
     await page.fill('#pause-at', '20');
     await click(page, 'start');
-    await waitForStatus(page, /^Paused at step 20 \/ 80; saved in this browser\.$/, 300_000);
+    await waitForStatus(page, /^Paused at step 20 \/ 80; saved in this browser\.$/, FRESH_DEVICE_MS);
     const { losses } = await pageState(page);
     assert.equal(losses.length, 20);
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -197,7 +204,7 @@ describe('the training page in headless Chromium', function () {
     assert.match((await page.textContent('#resume-text')) ?? '', new RegExp(`stopped at step ${paused}\\b`));
     await page.fill('#pause-at', String(paused + 2));
     await click(page, 'resume-continue');
-    await waitForStatus(page, new RegExp(`^Paused at step ${paused + 2} / 80`));
+    await waitForStatus(page, new RegExp(`^Paused at step ${paused + 2} / 80`), FRESH_DEVICE_MS); // the reload's new device compiles again
     assert.equal(await page.evaluate('sslPage.engine'), 'webgpu', 'the reloaded run continued on its engine');
     const after = await pageState(page);
     assert.equal(after.losses.length, paused + 2, 'the history is kept, two steps added');
