@@ -78,7 +78,7 @@ function umapColours(page: Page): Promise<number[]> {
 /**
  * How long the page may take to reach a pause on a fresh WebGPU device: SwiftShader compiles every
  * pipeline on the CPU before the first step. After a reload that alone took 27 s on AMD EPYC
- * (AVX-512, 2 cores) beside the quickstart test, and over 60 s on a CI machine (2026-12-01).
+ * (AVX-512, 2 cores) beside the quickstart test, and over 60 s in the CI run of stop 52 (a slower machine).
  */
 const FRESH_DEVICE_MS = 300_000;
 
